@@ -1,0 +1,41 @@
+# The two commands a user needs: `make demo` and `make test`. Everything else
+# is for developers. Each target installs what it needs first.
+BUILD       ?= build
+TEST_BUILD  ?= build-test
+JOBS        ?= $(shell nproc)
+GENERATOR   := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+CTEST_ARGS  ?=
+
+.PHONY: all deps build demo test bench format lint clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DGPUOP_BUILD_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+test: deps
+	@cmake -S . -B $(TEST_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPUOP_SANITIZE=ON -DGPUOP_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+bench: build
+	@cmake -S . -B $(BUILD) -DGPUOP_BUILD_BENCH=ON >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@scripts/bench.sh $(BUILD)
+
+format:
+	@git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+lint: deps
+	@cmake -S . -B $(TEST_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@git ls-files 'src/*.cc' 'sim/*.cc' | xargs clang-tidy -p $(TEST_BUILD) --quiet
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD)

@@ -1,0 +1,38 @@
+// File helpers. Every file another process reads is written with
+// WriteFileAtomic: a temporary file in the same directory, fsync, rename, and
+// fsync of the directory, so a reader sees the old or the new content, never a
+// torn one, and a failed write leaves the old file intact.
+// Thread-safe: no shared state.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+#include "base/status.h"
+
+namespace gpuop {
+
+Result<std::string> ReadFile(const std::string& path);
+Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode = 0644);
+// mkdir -p; succeeds when the directory exists already.
+Status MakeDirs(const std::string& path, mode_t mode = 0755);
+bool PathExists(const std::string& path);
+// Joins a host root and an absolute host path: JoinRoot("/host", "/dev/nvidia0").
+std::string JoinRoot(std::string_view root, std::string_view path);
+
+// An exclusive or shared flock(2) on a lock file, released on destruction.
+class FileLock {
+ public:
+  static Result<FileLock> Acquire(const std::string& path, bool exclusive);
+  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  FileLock(const FileLock&) = delete;
+  ~FileLock();
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace gpuop

@@ -1,0 +1,23 @@
+// Small string helpers shared by every module. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuop {
+
+std::vector<std::string> Split(std::string_view s, char sep, bool skip_empty = true);
+std::string_view Trim(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view prefix);
+bool EndsWith(std::string_view s, std::string_view suffix);
+std::string ToLower(std::string_view s);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+// A JSON string literal, with quotes and escapes.
+std::string JsonQuote(std::string_view s);
+// Strict unsigned parse of the whole string (decimal, or hex with 0x).
+std::optional<uint64_t> ParseUint(std::string_view s);
+
+}  // namespace gpuop

@@ -1,0 +1,41 @@
+// The gpuop command line: one binary, one subcommand per component.
+//
+// main.cc owns the CLI11 application and the options every subcommand shares
+// (GlobalOptions). Each subcommand lives in its own file and exposes one
+// Register function that adds its CLI11 subcommand and, when that subcommand
+// is chosen, sets the action main() runs. Subcommand files parse flags, build
+// the component and run it; they hold no logic of their own.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace gpuop::cli {
+
+struct GlobalOptions {
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::string host_root = "/";  // --host-root / GPUOP_HOST_ROOT
+  std::string nvml_lib;         // --nvml-lib / GPUOP_NVML_LIB; empty: libnvidia-ml.so.1
+};
+
+// What main() runs once flags are parsed; returns the process exit code.
+using Action = std::function<int()>;
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+void RegisterVersionCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterNvmlCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop sim gpu ...` and `gpuop sim host-root`, added under the `sim` subcommand.
+void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+
+// The NVML library path the user chose, or the driver's default soname.
+std::string NvmlLibraryPath(const GlobalOptions& g);
+
+}  // namespace gpuop::cli
