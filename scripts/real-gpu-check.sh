@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs gpuop against a real NVIDIA driver: builds, then `gpuop nvml list`,
+# `gpuop nvml info --json` and one telemetry read. Exits non-zero on any NVML
+# error. Read-only: it never changes a GPU setting (no MIG mode, clocks, resets).
+# Record what it printed in docs/real-gpu.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gpuop-real-gpu}
+mkdir -p "$out"
+
+if ! ldconfig -p | grep -q 'libnvidia-ml.so.1'; then
+  echo "real-gpu-check: libnvidia-ml.so.1 is not installed here: run this on a machine with an NVIDIA driver" >&2
+  exit 1
+fi
+
+build=build-real
+if ! command -v cmake >/dev/null || ! dpkg -s libcli11-dev >/dev/null 2>&1; then
+  scripts/install-deps.sh
+fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPUOP_BUILD_TESTS=OFF -DGPUOP_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target gpuop >/dev/null
+
+run() {
+  echo "\$ $*" | tee -a "$out/real-gpu.log"
+  "$@" 2>&1 | tee -a "$out/real-gpu.log"
+  return "${PIPESTATUS[0]}"
+}
+
+: > "$out/real-gpu.log"
+run nvidia-smi -L || true
+run "$build/bin/gpuop" nvml list
+run "$build/bin/gpuop" nvml info --json > "$out/nvml-info.json"
+run "$build/bin/gpuop" nvml telemetry
+echo "real-gpu-check: ok (log in $out/real-gpu.log)"
