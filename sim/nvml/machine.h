@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -18,51 +19,56 @@ namespace gpuop::sim {
 
 // One GPU instance profile as NVML describes it (nvmlGpuInstanceProfileInfo_t).
 struct GiProfile {
-  unsigned nvml_index = 0;    // NVML_GPU_INSTANCE_PROFILE_* (0 = 1 slice, 4 = 7 slices, ...)
-  unsigned id = 0;            // driver profile id (nvidia-smi -lgip), e.g. 19 for 1g on A100/H100
-  std::string name;           // "1g.10gb", "1g.10gb+me"
-  unsigned slices = 0;        // compute slices (the G in <G>g)
-  unsigned max_count = 0;     // instanceCount
+  unsigned nvml_index = 0;  // NVML_GPU_INSTANCE_PROFILE_* (0 = 1 slice, 4 = 7 slices, ...)
+  unsigned id = 0;          // driver profile id (nvidia-smi -lgip), e.g. 19 for 1g on A100/H100
+  std::string name;         // "1g.10gb", "1g.10gb+me"
+  unsigned slices = 0;      // compute slices (the G in <G>g)
+  unsigned max_count = 0;   // instanceCount
   unsigned multiprocessors = 0;
   unsigned copy_engines = 0, decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
   uint64_t memory_mib = 0;
-  unsigned placement_size = 0;              // memory slices one instance occupies
-  std::vector<unsigned> placement_starts;   // allowed starts on the memory-slice axis
+  unsigned placement_size = 0;             // memory slices one instance occupies
+  std::vector<unsigned> placement_starts;  // allowed starts on the memory-slice axis
 };
 
 // One GPU model, as NVML reports it.
 struct GpuModel {
-  std::string key;            // short name used in presets and YAML: "h100-80gb"
-  std::string name;           // "NVIDIA H100 80GB HBM3"
+  std::string key;   // short name used in presets and YAML: "h100-80gb"
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   uint64_t memory_mib = 0;
   int cc_major = 0, cc_minor = 0;
-  uint32_t pci_device_id = 0;     // 0x233010DE
+  uint32_t pci_device_id = 0;  // 0x233010DE
   uint32_t pci_subsystem_id = 0;
-  unsigned architecture = 0;      // NVML_DEVICE_ARCH_*
-  unsigned brand = 0;             // NVML_BRAND_*
+  unsigned architecture = 0;  // NVML_DEVICE_ARCH_*
+  unsigned brand = 0;         // NVML_BRAND_*
   unsigned multiprocessors = 0;
   unsigned power_limit_w = 0;
   unsigned max_sm_clock_mhz = 0, max_mem_clock_mhz = 0;
-  unsigned nvlinks = 0;           // active NVLinks per GPU (0: PCIe only)
-  unsigned memory_slices = 0;     // 8 on A100/H100/H200, 4 on A30; 0: no MIG
+  unsigned nvlinks = 0;                 // active NVLinks per GPU (0: PCIe only)
+  unsigned memory_slices = 0;           // 8 on A100/H100/H200, 4 on A30; 0: no MIG
+  unsigned compute_slices = 0;          // 7 on A100/H100/H200, 4 on A30; 0: no MIG
+  unsigned encoders = 0;                // NVENC engines (0 on A100/H100)
   std::vector<GiProfile> mig_profiles;  // empty: MIG not supported
   bool mig_capable() const { return !mig_profiles.empty(); }
+  // The profile with this driver id (GiProfile::id) or NVML enum index; null if none.
+  const GiProfile* ProfileById(unsigned id) const;
+  const GiProfile* ProfileByNvmlIndex(unsigned nvml_index) const;
 };
 
 // One GPU of a machine.
 struct SimGpu {
   GpuModel model;
   unsigned index = 0;
-  unsigned minor = 0;          // /dev/nvidia<minor>
-  std::string uuid;            // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per seed
+  unsigned minor = 0;  // /dev/nvidia<minor>
+  std::string uuid;    // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per seed
   std::string serial;
-  std::string bus_id;          // "00000000:18:00.0"
+  std::string bus_id;  // "00000000:18:00.0"
   int numa_node = -1;
   bool mig_enabled_at_boot = false;
 };
 
 struct Machine {
-  std::string name;            // preset name or YAML file's `name`
+  std::string name;  // preset name or YAML file's `name`
   std::string driver_version = "570.172.08";
   int cuda_driver_version = 12080;  // 12.8
   std::vector<SimGpu> gpus;
@@ -74,6 +80,19 @@ Result<GpuModel> FindModel(const std::string& key_or_name);
 
 // Preset names: dgx-a100, dgx-h100, hgx-h200, l40s-4, t4-1 and each model key.
 std::vector<std::string> PresetNames();
+
+// The MIG profile name that go-nvlib derives from a memory size: "<G>g.<GB>gb"
+// with GB = round(ceil(8*mem/total)/8 * ceil(total GiB)); `c` < `g` gives
+// "<C>c.<G>g.<GB>gb". Used to check the tables and to name MIG devices.
+std::string MigProfileName(unsigned c, unsigned g, uint64_t profile_memory_mib,
+                           uint64_t total_memory_mib);
+
+// A UUID-shaped string ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx") from a hash of
+// `key`: the same key always gives the same text. The caller adds "GPU-"/"MIG-".
+std::string HashUuid(std::string_view key);
+
+// One line per preset: "dgx-h100: 8x NVIDIA H100 80GB HBM3 (MIG)".
+std::string DescribePresets();
 
 // Loads GPUOP_SIM_MACHINE's value: a preset name or a path to a YAML file.
 // `seed` makes UUIDs and serials distinct between simulated nodes (the cluster

@@ -79,14 +79,23 @@ TEST_F(FilesTest, JoinRoot) {
 TEST_F(FilesTest, ExclusiveLockExcludesOtherProcess) {
   std::string lock = dir_ + "/lock";
   std::string marker = dir_ + "/marker";
-  auto held = FileLock::Acquire(lock, true);
-  ASSERT_TRUE(held.ok());
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  // Fork before locking: a child that inherited the parent's lock descriptor
+  // would share its flock and never block.
   pid_t child = fork();
   if (child == 0) {
-    // Blocks until the parent releases; then records that it got the lock.
-    auto l = FileLock::Acquire(lock, true);
+    char c;
+    close(go[1]);
+    if (read(go[0], &c, 1) != 1) _exit(2);
+    auto l = FileLock::Acquire(lock, true);  // blocks until the parent releases
     _exit(l.ok() && WriteFileAtomic(marker, "child").ok() ? 0 : 1);
   }
+  close(go[0]);
+  auto held = FileLock::Acquire(lock, true);
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  close(go[1]);
   usleep(200 * 1000);
   EXPECT_FALSE(PathExists(marker)) << "the child took a lock the parent holds";
   { FileLock released = std::move(held.value()); }

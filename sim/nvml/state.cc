@@ -1,0 +1,449 @@
+#include "sim/nvml/state.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "base/strings.h"
+
+namespace gpuop::sim {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kStateVersion = 1;
+
+json GiToJson(const GiRecord& gi) {
+  json cis = json::array();
+  for (const auto& ci : gi.cis) {
+    cis.push_back({{"id", ci.id},
+                   {"profile", ci.profile},
+                   {"slices", ci.slices},
+                   {"start", ci.start},
+                   {"serial", ci.serial}});
+  }
+  return {{"id", gi.id},     {"profileId", gi.profile_id}, {"start", gi.start},
+          {"size", gi.size}, {"serial", gi.serial},        {"cis", cis}};
+}
+
+GiRecord GiFromJson(const json& j) {
+  GiRecord gi;
+  gi.id = j.at("id").get<unsigned>();
+  gi.profile_id = j.at("profileId").get<unsigned>();
+  gi.start = j.at("start").get<unsigned>();
+  gi.size = j.at("size").get<unsigned>();
+  gi.serial = j.at("serial").get<uint64_t>();
+  for (const auto& c : j.at("cis")) {
+    CiRecord ci;
+    ci.id = c.at("id").get<unsigned>();
+    ci.profile = c.at("profile").get<unsigned>();
+    ci.slices = c.at("slices").get<unsigned>();
+    ci.start = c.at("start").get<unsigned>();
+    ci.serial = c.at("serial").get<uint64_t>();
+    gi.cis.push_back(ci);
+  }
+  return gi;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+Status CheckGpu(const Machine& m, const SimState& s, unsigned gpu) {
+  if (gpu >= m.gpus.size() || gpu >= s.gpus.size()) {
+    return NotFound("GPU " + std::to_string(gpu) + " does not exist: machine " + m.name + " has " +
+                    std::to_string(m.gpus.size()) + " GPUs (0-" +
+                    std::to_string(m.gpus.size() - 1) + ")");
+  }
+  return Status::Ok();
+}
+
+std::string GpuName(const Machine& m, unsigned gpu) {
+  return "GPU " + std::to_string(gpu) + " (" + m.gpus[gpu].model.name + ")";
+}
+
+}  // namespace
+
+void SimState::AddEvent(unsigned gpu, uint64_t type, uint64_t data, unsigned gi, unsigned ci) {
+  SimEvent e;
+  e.seq = ++last_seq;
+  e.gpu = gpu;
+  e.type = type;
+  e.data = data;
+  e.gi = gi;
+  e.ci = ci;
+  events.push_back(e);
+  if (events.size() > kMaxEvents) {
+    events.erase(events.begin(), events.begin() + static_cast<long>(events.size() - kMaxEvents));
+  }
+}
+
+SimState InitialState(const Machine& machine, int64_t now_unix_ms) {
+  SimState s;
+  s.machine = machine.name;
+  s.created_unix_ms = now_unix_ms;
+  for (const auto& g : machine.gpus) {
+    s.gpu_uuids.push_back(g.uuid);
+    GpuRuntime r;
+    r.mig_current = r.mig_pending = g.mig_enabled_at_boot;
+    s.gpus.push_back(r);
+  }
+  return s;
+}
+
+std::string SerializeState(const SimState& s) {
+  json gpus = json::array();
+  for (const auto& g : s.gpus) {
+    json gis = json::array();
+    for (const auto& gi : g.gis) gis.push_back(GiToJson(gi));
+    gpus.push_back({{"migCurrent", g.mig_current},
+                    {"migPending", g.mig_pending},
+                    {"lost", g.lost},
+                    {"ecc",
+                     {{"sbeVolatile", g.ecc.sbe_volatile},
+                      {"sbeAggregate", g.ecc.sbe_aggregate},
+                      {"dbeVolatile", g.ecc.dbe_volatile},
+                      {"dbeAggregate", g.ecc.dbe_aggregate}}},
+                    {"remappedCorrectable", g.remapped_correctable},
+                    {"remappedUncorrectable", g.remapped_uncorrectable},
+                    {"remapPending", g.remap_pending},
+                    {"pcieReplays", g.pcie_replays},
+                    {"gpuInstances", gis}});
+  }
+  json events = json::array();
+  for (const auto& e : s.events) {
+    events.push_back({{"seq", e.seq},
+                      {"gpu", e.gpu},
+                      {"type", e.type},
+                      {"data", e.data},
+                      {"gi", e.gi},
+                      {"ci", e.ci}});
+  }
+  json j = {{"version", kStateVersion},
+            {"machine", s.machine},
+            {"gpuUuids", s.gpu_uuids},
+            {"createdUnixMs", s.created_unix_ms},
+            {"driverLoaded", s.driver_loaded},
+            {"nextSerial", s.next_serial},
+            {"lastSeq", s.last_seq},
+            {"gpus", gpus},
+            {"events", events}};
+  return j.dump(1) + "\n";
+}
+
+Result<SimState> ParseState(std::string_view text, const std::string& origin) {
+  const std::string fix = "; remove it (and its directory's lock) to start from a fresh state";
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("state file " + origin + " is not valid JSON" + fix);
+  try {
+    if (j.at("version").get<int>() != kStateVersion) {
+      return InvalidArgument("state file " + origin + " has version " + j.at("version").dump() +
+                             ", this simulator writes version " + std::to_string(kStateVersion) +
+                             fix);
+    }
+    SimState s;
+    s.machine = j.at("machine").get<std::string>();
+    s.gpu_uuids = j.at("gpuUuids").get<std::vector<std::string>>();
+    s.created_unix_ms = j.at("createdUnixMs").get<int64_t>();
+    s.driver_loaded = j.at("driverLoaded").get<bool>();
+    s.next_serial = j.at("nextSerial").get<uint64_t>();
+    s.last_seq = j.at("lastSeq").get<uint64_t>();
+    for (const auto& g : j.at("gpus")) {
+      GpuRuntime r;
+      r.mig_current = g.at("migCurrent").get<bool>();
+      r.mig_pending = g.at("migPending").get<bool>();
+      r.lost = g.at("lost").get<bool>();
+      const auto& ecc = g.at("ecc");
+      r.ecc.sbe_volatile = ecc.at("sbeVolatile").get<uint64_t>();
+      r.ecc.sbe_aggregate = ecc.at("sbeAggregate").get<uint64_t>();
+      r.ecc.dbe_volatile = ecc.at("dbeVolatile").get<uint64_t>();
+      r.ecc.dbe_aggregate = ecc.at("dbeAggregate").get<uint64_t>();
+      r.remapped_correctable = g.at("remappedCorrectable").get<unsigned>();
+      r.remapped_uncorrectable = g.at("remappedUncorrectable").get<unsigned>();
+      r.remap_pending = g.at("remapPending").get<bool>();
+      r.pcie_replays = g.at("pcieReplays").get<unsigned>();
+      for (const auto& gi : g.at("gpuInstances")) r.gis.push_back(GiFromJson(gi));
+      s.gpus.push_back(std::move(r));
+    }
+    for (const auto& e : j.at("events")) {
+      SimEvent ev;
+      ev.seq = e.at("seq").get<uint64_t>();
+      ev.gpu = e.at("gpu").get<unsigned>();
+      ev.type = e.at("type").get<uint64_t>();
+      ev.data = e.at("data").get<uint64_t>();
+      ev.gi = e.at("gi").get<unsigned>();
+      ev.ci = e.at("ci").get<unsigned>();
+      s.events.push_back(ev);
+    }
+    if (s.gpus.size() != s.gpu_uuids.size()) {
+      return InvalidArgument("state file " + origin + " lists " +
+                             std::to_string(s.gpu_uuids.size()) + " GPU UUIDs but " +
+                             std::to_string(s.gpus.size()) + " GPUs" + fix);
+    }
+    return s;
+  } catch (const json::exception& e) {
+    return InvalidArgument("state file " + origin + " is malformed (" + e.what() + ")" + fix);
+  }
+}
+
+Status CheckStateMatches(const SimState& s, const Machine& m, const std::string& origin) {
+  std::vector<std::string> uuids;
+  for (const auto& g : m.gpus) uuids.push_back(g.uuid);
+  if (s.machine == m.name && s.gpu_uuids.size() == uuids.size() && s.gpu_uuids != uuids) {
+    return FailedPrecondition("state file " + origin + " belongs to another node's '" + m.name +
+                              "' (its GPU UUIDs differ: was GPUOP_SIM_SEED different?); point "
+                              "GPUOP_SIM_STATE at another directory or remove it");
+  }
+  if (s.machine != m.name || s.gpu_uuids != uuids) {
+    return FailedPrecondition("state file " + origin + " belongs to machine '" + s.machine +
+                              "' with " + std::to_string(s.gpu_uuids.size()) +
+                              " GPUs, not to GPUOP_SIM_MACHINE '" + m.name + "' with " +
+                              std::to_string(m.gpus.size()) +
+                              " GPUs; point GPUOP_SIM_STATE at another directory or remove it");
+  }
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    if (!s.gpus[i].gis.empty() && !LayoutValid(m.gpus[i].model, s.gpus[i].gis)) {
+      return FailedPrecondition("state file " + origin + " holds a MIG layout that GPU " +
+                                std::to_string(i) + " (" + m.gpus[i].model.name +
+                                ") cannot have; remove the file to start afresh");
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- StateStore ------------------------------------------------------------
+
+StateStore::StateStore(Machine machine, std::string dir)
+    : machine_(std::move(machine)),
+      dir_(std::move(dir)),
+      path_(dir_.empty() ? "" : dir_ + "/state.json"),
+      lock_path_(dir_.empty() ? "" : dir_ + "/lock") {}
+
+StateStore::~StateStore() {
+  if (cached_fd_ >= 0) ::close(cached_fd_);
+}
+
+Result<std::unique_ptr<StateStore>> StateStore::Open(const Machine& machine, const std::string& dir,
+                                                     int64_t now_unix_ms) {
+  std::unique_ptr<StateStore> store(new StateStore(machine, dir));
+  if (dir.empty()) {
+    store->cached_ = std::make_shared<SimState>(InitialState(machine, now_unix_ms));
+    return store;
+  }
+  GPUOP_RETURN_IF_ERROR(MakeDirs(dir).Annotate("GPUOP_SIM_STATE"));
+  GPUOP_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(store->lock_path_, true));
+  std::lock_guard<std::mutex> l(store->mu_);
+  if (!PathExists(store->path_)) {
+    GPUOP_RETURN_IF_ERROR(
+        WriteFileAtomic(store->path_, SerializeState(InitialState(machine, now_unix_ms))));
+  }
+  GPUOP_RETURN_IF_ERROR(store->RefreshLocked(true));
+  return store;
+}
+
+Status StateStore::RefreshLocked(bool force) {
+  if (dir_.empty()) return Status::Ok();
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    return FailedPrecondition("state file " + path_ + " is gone (" + ErrnoText(errno) +
+                              "); was GPUOP_SIM_STATE removed while in use?");
+  }
+  const int64_t mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (!force && cached_ && st.st_dev == dev_ && st.st_ino == ino_ && st.st_size == size_ &&
+      mtime_ns == mtime_ns_) {
+    return Status::Ok();
+  }
+  // Read through one descriptor so that the identity we keep is the content's.
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Internal("opening " + path_ + ": " + ErrnoText(errno));
+  struct stat fst {};
+  std::string text;
+  if (::fstat(fd, &fst) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Internal("stat " + path_ + ": " + ErrnoText(err));
+  }
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof(buf), static_cast<off_t>(text.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return Internal("reading " + path_ + ": " + ErrnoText(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  auto parsed = ParseState(text, path_);
+  Status s = parsed.ok() ? CheckStateMatches(*parsed, machine_, path_) : parsed.status();
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  if (cached_fd_ >= 0) ::close(cached_fd_);
+  cached_fd_ = fd;
+  dev_ = fst.st_dev;
+  ino_ = fst.st_ino;
+  size_ = fst.st_size;
+  mtime_ns_ = static_cast<int64_t>(fst.st_mtim.tv_sec) * 1000000000 + fst.st_mtim.tv_nsec;
+  cached_ = std::make_shared<SimState>(std::move(parsed).value());
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const SimState>> StateStore::Read() {
+  std::lock_guard<std::mutex> l(mu_);
+  GPUOP_RETURN_IF_ERROR(RefreshLocked(false));
+  return cached_;
+}
+
+Status StateStore::Update(const std::function<Status(SimState&)>& fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::optional<FileLock> lock;
+  if (shared()) {
+    GPUOP_ASSIGN_OR_RETURN(FileLock fl, FileLock::Acquire(lock_path_, true));
+    lock.emplace(std::move(fl));
+    GPUOP_RETURN_IF_ERROR(RefreshLocked(false));
+  }
+  auto next = std::make_shared<SimState>(*cached_);
+  GPUOP_RETURN_IF_ERROR(fn(*next));
+  if (shared()) {
+    GPUOP_RETURN_IF_ERROR(WriteFileAtomic(path_, SerializeState(*next)));
+    // We hold the lock, so the file is ours: take its identity without parsing it again.
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat fst {};
+    if (fd < 0 || ::fstat(fd, &fst) != 0) {
+      if (fd >= 0) ::close(fd);
+      cached_.reset();  // forces a full re-read next time
+      return Status::Ok();
+    }
+    if (cached_fd_ >= 0) ::close(cached_fd_);
+    cached_fd_ = fd;
+    dev_ = fst.st_dev;
+    ino_ = fst.st_ino;
+    size_ = fst.st_size;
+    mtime_ns_ = static_cast<int64_t>(fst.st_mtim.tv_sec) * 1000000000 + fst.st_mtim.tv_nsec;
+  }
+  cached_ = std::move(next);
+  return Status::Ok();
+}
+
+// ---- Control operations ----------------------------------------------------
+
+Result<std::unique_ptr<StateStore>> OpenStateFromEnv(bool require_shared) {
+  const char* machine_env = std::getenv("GPUOP_SIM_MACHINE");
+  const char* state_env = std::getenv("GPUOP_SIM_STATE");
+  const char* seed_env = std::getenv("GPUOP_SIM_SEED");
+  std::string machine_name = machine_env && *machine_env ? machine_env : "dgx-h100";
+  std::string dir = state_env ? state_env : "";
+  if (require_shared && dir.empty()) {
+    return FailedPrecondition(
+        "GPUOP_SIM_STATE is not set: set it to the simulated node's state directory (the one "
+        "the NVML simulator of that node uses)");
+  }
+  auto machine = LoadMachine(machine_name, seed_env ? seed_env : "");
+  if (!machine.ok()) return machine.status().Annotate("GPUOP_SIM_MACHINE");
+  return StateStore::Open(*machine, dir, NowUnixMs());
+}
+
+Status ApplyXid(const Machine& m, SimState& s, unsigned gpu, uint64_t xid,
+                std::optional<unsigned> gi, std::optional<unsigned> ci) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  if (gi.has_value() != ci.has_value()) {
+    return InvalidArgument("an XID for a MIG device needs both --gi and --ci");
+  }
+  if (gi) {
+    const auto& gis = s.gpus[gpu].gis;
+    auto g = std::find_if(gis.begin(), gis.end(), [&](const GiRecord& r) { return r.id == *gi; });
+    bool found = g != gis.end() && std::any_of(g->cis.begin(), g->cis.end(),
+                                               [&](const CiRecord& c) { return c.id == *ci; });
+    if (!found) {
+      return NotFound(GpuName(m, gpu) + " has no MIG device with GPU instance " +
+                      std::to_string(*gi) + " and compute instance " + std::to_string(*ci));
+    }
+  }
+  s.AddEvent(gpu, kEventXid, xid, gi.value_or(kNoInstanceId), ci.value_or(kNoInstanceId));
+  return Status::Ok();
+}
+
+Status ApplyEcc(const Machine& m, SimState& s, unsigned gpu, bool double_bit) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  auto& g = s.gpus[gpu];
+  if (double_bit) {
+    ++g.ecc.dbe_volatile;
+    ++g.ecc.dbe_aggregate;
+    ++g.remapped_uncorrectable;
+    g.remap_pending = true;
+    s.AddEvent(gpu, kEventDoubleBitEcc, 0);
+  } else {
+    ++g.ecc.sbe_volatile;
+    ++g.ecc.sbe_aggregate;
+    s.AddEvent(gpu, kEventSingleBitEcc, 0);
+  }
+  return Status::Ok();
+}
+
+Status ApplyLost(const Machine& m, SimState& s, unsigned gpu) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  s.gpus[gpu].lost = true;
+  s.AddEvent(gpu, kEventXid, 79);
+  return Status::Ok();
+}
+
+Status ApplyReset(const Machine& m, SimState& s, unsigned gpu) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  auto& g = s.gpus[gpu];
+  if (g.mig_current && !g.mig_pending) g.gis.clear();
+  g.mig_current = g.mig_pending;
+  g.lost = false;
+  g.ecc.sbe_volatile = g.ecc.dbe_volatile = 0;
+  g.remap_pending = false;
+  return Status::Ok();
+}
+
+Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
+  if (loaded && !s.driver_loaded) {
+    for (unsigned i = 0; i < s.gpus.size(); ++i) GPUOP_RETURN_IF_ERROR(ApplyReset(m, s, i));
+  }
+  if (!loaded) {
+    for (auto& g : s.gpus) g.gis.clear();
+  }
+  s.driver_loaded = loaded;
+  return Status::Ok();
+}
+
+Status InjectXid(StateStore& store, unsigned gpu, uint64_t xid, std::optional<unsigned> gi,
+                 std::optional<unsigned> ci) {
+  return store.Update([&](SimState& s) { return ApplyXid(store.machine(), s, gpu, xid, gi, ci); });
+}
+
+Status InjectEcc(StateStore& store, unsigned gpu, bool double_bit) {
+  return store.Update([&](SimState& s) { return ApplyEcc(store.machine(), s, gpu, double_bit); });
+}
+
+Status MarkGpuLost(StateStore& store, unsigned gpu) {
+  return store.Update([&](SimState& s) { return ApplyLost(store.machine(), s, gpu); });
+}
+
+Status ResetGpu(StateStore& store, unsigned gpu) {
+  return store.Update([&](SimState& s) { return ApplyReset(store.machine(), s, gpu); });
+}
+
+Status SetDriverLoaded(StateStore& store, bool loaded) {
+  return store.Update([&](SimState& s) { return ApplyDriverLoaded(store.machine(), s, loaded); });
+}
+
+}  // namespace gpuop::sim

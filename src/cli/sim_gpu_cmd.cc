@@ -1,0 +1,103 @@
+// `gpuop sim gpu inject|reset`, `gpuop sim driver load|unload` and
+// `gpuop sim machines`: change the shared state of a simulated node's GPUs
+// (sim/nvml/state.h) the way hardware faults and admin actions would.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli/cli.h"
+#include "sim/nvml/machine.h"
+#include "sim/nvml/state.h"
+
+namespace gpuop::cli {
+namespace {
+
+struct InjectOptions {
+  unsigned gpu = 0;
+  std::optional<unsigned long long> xid;
+  std::optional<unsigned> gi, ci;
+  std::string ecc;
+  bool lost = false;
+};
+
+// Opens the node's state, runs `op` on it and reports the outcome.
+template <typename Op>
+int RunControl(Op op) {
+  auto store = sim::OpenStateFromEnv(/*require_shared=*/true);
+  if (!store.ok()) {
+    std::fprintf(stderr, "error: %s\n", store.status().message().c_str());
+    return kExitFailure;
+  }
+  Status s = op(**store);
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) {
+  auto* gpu = sim.add_subcommand(
+      "gpu", "Inject faults into and reset simulated GPUs (GPUOP_SIM_MACHINE, GPUOP_SIM_STATE)");
+  gpu->require_subcommand(1);
+
+  auto in = std::make_shared<InjectOptions>();
+  auto* inject = gpu->add_subcommand("inject", "Inject an XID, an ECC error or a lost GPU");
+  inject->add_option("--gpu", in->gpu, "GPU index")->required();
+  auto* fault = inject->add_option_group("fault", "What to inject (exactly one)");
+  auto* xid = fault->add_option("--xid", in->xid, "XID number, e.g. 13, 31, 48, 79");
+  fault->add_option("--ecc", in->ecc, "ECC error: single (correctable) or double")
+      ->check(CLI::IsMember({"single", "double"}));
+  fault->add_flag("--lost", in->lost, "The GPU falls off the bus (XID 79)");
+  fault->require_option(1);
+  auto* gi = inject->add_option("--gi", in->gi, "GPU instance id of the MIG device (with --xid)");
+  auto* ci =
+      inject->add_option("--ci", in->ci, "Compute instance id of the MIG device (with --xid)");
+  gi->needs(xid)->needs(ci);
+  ci->needs(xid)->needs(gi);
+  inject->callback([action, in] {
+    *action = [in] {
+      return RunControl([&](sim::StateStore& store) {
+        if (in->xid) return sim::InjectXid(store, in->gpu, *in->xid, in->gi, in->ci);
+        if (!in->ecc.empty()) return sim::InjectEcc(store, in->gpu, in->ecc == "double");
+        return sim::MarkGpuLost(store, in->gpu);
+      });
+    };
+  });
+
+  auto reset_gpu = std::make_shared<unsigned>(0);
+  auto* reset =
+      gpu->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode and clears a lost GPU");
+  reset->add_option("--gpu", *reset_gpu, "GPU index")->required();
+  reset->callback([action, reset_gpu] {
+    *action = [reset_gpu] {
+      return RunControl([&](sim::StateStore& store) { return sim::ResetGpu(store, *reset_gpu); });
+    };
+  });
+
+  auto driver_op = std::make_shared<std::string>();
+  auto* driver = sim.add_subcommand("driver", "Load or unload the simulated GPU driver");
+  driver->add_option("operation", *driver_op, "load|unload")
+      ->required()
+      ->check(CLI::IsMember({"load", "unload"}));
+  driver->callback([action, driver_op] {
+    *action = [driver_op] {
+      return RunControl([&](sim::StateStore& store) {
+        return sim::SetDriverLoaded(store, *driver_op == "load");
+      });
+    };
+  });
+
+  auto* machines = sim.add_subcommand("machines", "List the simulated machine presets");
+  machines->callback([action] {
+    *action = [] {
+      std::fputs(sim::DescribePresets().c_str(), stdout);
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace gpuop::cli

@@ -1,0 +1,124 @@
+#include "nvml/device.h"
+
+#include "nvml/nvml_abi.h"
+
+namespace gpuop::nvml {
+namespace {
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+}  // namespace
+
+unsigned MigMemoryGb(uint64_t memory_mib, uint64_t total_memory_bytes) {
+  if (total_memory_bytes == 0) return 0;
+  // In eighths of the GPU, rounded up, then scaled by the GPU's size in whole
+  // GiB. Integers throughout: (x + 4) / 8 rounds half up like math.Round.
+  uint64_t eighths = CeilDiv(8 * memory_mib * (uint64_t{1} << 20), total_memory_bytes);
+  uint64_t gib = CeilDiv(total_memory_bytes, uint64_t{1} << 30);
+  return static_cast<unsigned>((eighths * gib + 4) / 8);
+}
+
+std::string MigProfileName(unsigned ci_slices, unsigned gi_slices, uint64_t memory_mib,
+                           uint64_t total_memory_bytes, unsigned gi_profile_index) {
+  std::string name;
+  if (ci_slices != gi_slices) name = std::to_string(ci_slices) + "c.";
+  name += std::to_string(gi_slices) + "g." +
+          std::to_string(MigMemoryGb(memory_mib, total_memory_bytes)) + "gb";
+  if (gi_profile_index == NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 ||
+      gi_profile_index == NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1) {
+    name += "+me";
+  }
+  return name;
+}
+
+std::optional<unsigned> CiProfileIndexForSlices(unsigned slices) {
+  switch (slices) {
+    case 1:
+      return NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE;
+    case 2:
+      return NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE;
+    case 3:
+      return NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE;
+    case 4:
+      return NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE;
+    case 6:
+      return NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE;
+    case 7:
+      return NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE;
+    case 8:
+      return NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string ArchitectureName(unsigned arch) {
+  switch (arch) {
+    case NVML_DEVICE_ARCH_KEPLER:
+      return "Kepler";
+    case NVML_DEVICE_ARCH_MAXWELL:
+      return "Maxwell";
+    case NVML_DEVICE_ARCH_PASCAL:
+      return "Pascal";
+    case NVML_DEVICE_ARCH_VOLTA:
+      return "Volta";
+    case NVML_DEVICE_ARCH_TURING:
+      return "Turing";
+    case NVML_DEVICE_ARCH_AMPERE:
+      return "Ampere";
+    case NVML_DEVICE_ARCH_ADA:
+      return "Ada Lovelace";
+    case NVML_DEVICE_ARCH_HOPPER:
+      return "Hopper";
+    case NVML_DEVICE_ARCH_BLACKWELL:
+      return "Blackwell";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string BrandName(unsigned brand) {
+  switch (brand) {
+    case NVML_BRAND_QUADRO:
+      return "Quadro";
+    case NVML_BRAND_TESLA:
+      return "Tesla";
+    case NVML_BRAND_NVS:
+      return "NVS";
+    case NVML_BRAND_GRID:
+      return "Grid";
+    case NVML_BRAND_GEFORCE:
+      return "GeForce";
+    case NVML_BRAND_TITAN:
+      return "Titan";
+    case NVML_BRAND_NVIDIA_VAPPS:
+      return "NVIDIA Virtual Applications";
+    case NVML_BRAND_NVIDIA_VPC:
+      return "NVIDIA Virtual PC";
+    case NVML_BRAND_NVIDIA_VCS:
+      return "NVIDIA Virtual Compute Server";
+    case NVML_BRAND_NVIDIA_VWS:
+      return "NVIDIA RTX Virtual Workstation";
+    case NVML_BRAND_NVIDIA_CLOUD_GAMING:
+      return "NVIDIA Cloud Gaming";
+    case NVML_BRAND_QUADRO_RTX:
+      return "Quadro RTX";
+    case NVML_BRAND_NVIDIA_RTX:
+      return "NVIDIA RTX";
+    case NVML_BRAND_NVIDIA:
+      return "NVIDIA";
+    case NVML_BRAND_GEFORCE_RTX:
+      return "GeForce RTX";
+    case NVML_BRAND_TITAN_RTX:
+      return "Titan RTX";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string CudaVersionString(int v) {
+  if (v <= 0) return "";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace gpuop::nvml

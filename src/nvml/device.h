@@ -1,0 +1,183 @@
+// The C++ model of what NVML reports: GPUs, MIG profiles, MIG devices,
+// GPU/compute instances, telemetry and events. Every gpuop component sees the
+// GPUs through these plain structs (filled in by nvml::Client) and never the
+// raw NVML C ABI.
+//
+// All types are plain values: copyable, no ownership of NVML handles, safe to
+// pass between threads. The free functions are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuop::nvml {
+
+struct PciInfo {
+  std::string bus_id;  // "00000000:18:00.0", as NVML writes it
+  unsigned domain = 0, bus = 0, device = 0;
+  uint32_t device_id = 0;  // device << 16 | vendor, e.g. 0x233010DE
+  uint32_t subsystem_id = 0;
+};
+
+// Where an instance sits on the memory-slice axis (GIs) or the compute-slice
+// axis of its GI (CIs).
+struct Placement {
+  unsigned start = 0;
+  unsigned size = 0;
+  bool operator==(const Placement&) const = default;
+};
+
+// Engine counts of a profile or a MIG device.
+struct Engines {
+  unsigned copy = 0, decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
+};
+
+// A GPU instance profile (nvidia-smi mig -lgip).
+struct GiProfile {
+  unsigned index = 0;  // NVML_GPU_INSTANCE_PROFILE_* passed to NVML (0 = 1 slice, 7 = 1 slice REV1)
+  unsigned id = 0;     // the driver's profile id (19 for 1g on A100/H100), used to create
+  std::string name;    // "1g.10gb", "1g.10gb+me", computed by MigProfileName
+  unsigned slices = 0;     // compute slices: the G in <G>g
+  unsigned max_count = 0;  // instances of this profile that fit an empty GPU
+  unsigned multiprocessors = 0;
+  Engines engines;
+  uint64_t memory_mib = 0;
+  bool p2p = false;
+  std::vector<Placement> placements;
+};
+
+// A compute instance profile inside a GI (nvidia-smi mig -lcip).
+struct CiProfile {
+  unsigned index = 0;  // NVML_COMPUTE_INSTANCE_PROFILE_*
+  unsigned id = 0;
+  unsigned slices = 0;
+  unsigned max_count = 0;
+  unsigned multiprocessors = 0;
+};
+
+struct ComputeInstance {
+  unsigned id = 0;
+  unsigned profile_id = 0;
+  unsigned slices = 0;
+  Placement placement;
+  std::string profile_name;  // "1g.10gb" or "1c.2g.20gb"
+};
+
+struct GpuInstance {
+  unsigned id = 0;
+  unsigned profile_id = 0;     // driver profile id
+  unsigned profile_index = 0;  // NVML_GPU_INSTANCE_PROFILE_*
+  std::string profile_name;    // "3g.40gb"
+  Placement placement;
+  std::vector<ComputeInstance> compute_instances;
+};
+
+// A MIG device: one compute instance as CUDA and the device plugin see it.
+struct MigDevice {
+  unsigned index = 0;  // j in nvmlDeviceGetMigDeviceHandleByIndex(gpu, j)
+  std::string uuid;    // "MIG-..."
+  std::string name;    // NVML's device name for the MIG handle
+  unsigned gi_id = 0, ci_id = 0;
+  unsigned gi_profile_id = 0, ci_profile_id = 0;
+  std::string profile;  // "1g.10gb", "1g.10gb+me" or "1c.2g.20gb"
+  Placement placement;  // the GI's placement
+  uint64_t memory_mib = 0;
+  unsigned multiprocessors = 0;
+  unsigned gi_slices = 0, ci_slices = 0;
+  Engines engines;  // shared engine counts
+};
+
+struct Gpu {
+  unsigned index = 0;
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  std::string uuid;  // "GPU-..."
+  std::string serial;
+  int minor = -1;  // /dev/nvidia<minor>; -1 unknown
+  PciInfo pci;
+  uint64_t memory_mib = 0;
+  int cc_major = 0, cc_minor = 0;
+  std::string architecture;  // "Hopper"
+  std::string brand;         // "Tesla", "NVIDIA"
+  int numa_node = -1;        // -1 unknown
+  bool mig_capable = false;
+  bool mig_enabled = false;  // current mode
+  bool mig_pending = false;  // mode after the next reset
+  std::vector<MigDevice> mig_devices;
+};
+
+struct SystemInfo {
+  std::string driver_version;   // "570.172.08"
+  int cuda_driver_version = 0;  // 12080
+  std::string cuda_version;     // "12.8"
+  std::string nvml_version;     // "12.570.172.08"
+};
+
+// One reading of everything the exporter publishes. A field is nullopt when
+// NVML says the GPU (or the driver) does not support it, so a consumer can
+// skip exactly that field.
+struct Telemetry {
+  std::optional<unsigned> gpu_temp_c, memory_temp_c;
+  std::optional<unsigned> gpu_util_pct, mem_util_pct, enc_util_pct, dec_util_pct;
+  std::optional<double> power_w, power_limit_w;
+  std::optional<uint64_t> total_energy_mj;
+  std::optional<unsigned> sm_clock_mhz, mem_clock_mhz;
+  std::optional<uint64_t> fb_total_mib, fb_free_mib, fb_used_mib, fb_reserved_mib;
+  std::optional<uint64_t> ecc_sbe_volatile, ecc_dbe_volatile, ecc_sbe_aggregate, ecc_dbe_aggregate;
+  std::optional<unsigned> remapped_rows_correctable, remapped_rows_uncorrectable;
+  std::optional<bool> remapped_rows_pending, remapped_rows_failure;
+  std::optional<unsigned> pcie_replay;
+  std::optional<unsigned> pcie_tx_kbps, pcie_rx_kbps;    // KB/s
+  std::optional<uint64_t> nvlink_tx_kib, nvlink_rx_kib;  // totals over all links
+  std::optional<unsigned> nvlink_active_links;
+  std::optional<uint64_t> clock_event_reasons;  // nvmlClocksEventReason* bits
+};
+
+// NVML event types, the bits of nvmlEventType*.
+enum EventType : uint64_t {
+  kEventSingleBitEcc = 0x1,
+  kEventDoubleBitEcc = 0x2,
+  kEventPState = 0x4,
+  kEventXid = 0x8,
+  kEventClock = 0x10,
+};
+inline constexpr uint64_t kHealthEvents = kEventSingleBitEcc | kEventDoubleBitEcc | kEventXid;
+
+struct Event {
+  unsigned gpu = 0;
+  std::string uuid;
+  uint64_t type = 0;                     // one EventType bit
+  uint64_t xid = 0;                      // eventData: the XID for kEventXid (999: unknown)
+  std::optional<unsigned> gi_id, ci_id;  // set for events of one MIG instance
+};
+
+// Result of SetMigMode.
+struct MigModeChange {
+  bool enabled = false;         // the mode now requested
+  bool current = false;         // the mode in force now
+  bool reset_required = false;  // current != requested until the GPU is reset
+};
+
+// ---- Pure helpers ----------------------------------------------------------
+
+// The memory size in a MIG profile name: GB = round(ceil(8 * mem / total) / 8
+// * ceil(total / 1 GiB)) with mem in MiB and total in bytes (NVIDIA's rule, so
+// names match nvidia-smi and mig-parted on every GPU).
+unsigned MigMemoryGb(uint64_t memory_mib, uint64_t total_memory_bytes);
+
+// "<G>g.<GB>gb" when ci_slices == gi_slices, else "<C>c.<G>g.<GB>gb", plus
+// "+me" for the media-extension profiles (NVML_GPU_INSTANCE_PROFILE_*_REV1).
+std::string MigProfileName(unsigned ci_slices, unsigned gi_slices, uint64_t memory_mib,
+                           uint64_t total_memory_bytes, unsigned gi_profile_index);
+
+// NVML_COMPUTE_INSTANCE_PROFILE_* for a CI of `slices` compute slices;
+// nullopt when no such profile exists.
+std::optional<unsigned> CiProfileIndexForSlices(unsigned slices);
+
+std::string ArchitectureName(unsigned nvml_arch);  // NVML_DEVICE_ARCH_* → "Hopper"
+std::string BrandName(unsigned nvml_brand);        // NVML_BRAND_* → "Tesla"
+// 12080 → "12.8"; 0 → "".
+std::string CudaVersionString(int cuda_driver_version);
+
+}  // namespace gpuop::nvml
