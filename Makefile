@@ -21,7 +21,7 @@ demo: build
 	@scripts/demo.sh $(BUILD)
 
 test: deps
-	@cmake -S . -B $(TEST_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPUOP_SANITIZE=ON -DGPUOP_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B $(TEST_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DGPUOP_SANITIZE=ON -DGPUOP_WERROR=ON -DGPUOP_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 

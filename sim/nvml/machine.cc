@@ -283,14 +283,21 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
     if (const auto& c = root["cudaVersion"]) {
       std::string cs = c.as<std::string>();
       auto parts = Split(cs, '.');
-      auto major = parts.size() >= 1 ? ParseUint(parts[0]) : std::nullopt;
-      auto minor = parts.size() == 2 ? ParseUint(parts[1]) : std::optional<uint64_t>(0);
-      if (!major || !minor || parts.size() > 2 || *minor > 99) {
+      uint64_t major = 0, minor = 0;
+      bool ok = !parts.empty() && parts.size() <= 2;
+      if (ok) {
+        auto ma = ParseUint(parts[0]);
+        auto mi = parts.size() == 2 ? ParseUint(parts[1]) : std::optional<uint64_t>(0);
+        ok = ma.has_value() && mi.has_value() && *mi <= 99;
+        major = ma.value_or(0);
+        minor = mi.value_or(0);
+      }
+      if (!ok) {
         return InvalidArgument(path + " " + Line(c) + ": cudaVersion '" + cs +
                                "' is not like 12.8 or 12080");
       }
-      cuda = parts.size() == 2 ? static_cast<int>(*major * 1000 + *minor * 10)
-                               : static_cast<int>(*major);
+      cuda = parts.size() == 2 ? static_cast<int>(major * 1000 + minor * 10)
+                               : static_cast<int>(major);
     }
     const auto& gpus = root["gpus"];
     if (!gpus || !gpus.IsSequence() || gpus.size() == 0) {
@@ -412,8 +419,11 @@ std::string DescribePresets() {
     out += p.name + ":";
     for (const auto& g : p.gpus) {
       auto model = FindModel(g.model_key);
-      out += " " + std::to_string(g.count) + "x " + model->name;
-      out += model->mig_capable() ? " (MIG)" : "";
+      out += ' ';
+      out += std::to_string(g.count);
+      out += "x ";
+      out += model->name;
+      if (model->mig_capable()) out += " (MIG)";
     }
     out += "\n";
   }

@@ -118,8 +118,14 @@ int64_t NowUnixMs() {
       .count();
 }
 
-std::string Key(const std::string& uuid, uint64_t a = 0, uint64_t b = 0) {
-  return uuid + "/" + std::to_string(a) + "/" + std::to_string(b);
+// A handle's identity: the GPU, and for instances both their IDs and creation
+// serials. Serials restart with a fresh state directory, so the IDs must be
+// part of the key too, or a re-initialised process would get a handle that
+// names another instance.
+std::string Key(const std::string& uuid, unsigned gi_id = 0, uint64_t gi_serial = 0,
+                unsigned ci_id = 0, uint64_t ci_serial = 0) {
+  return uuid + "/" + std::to_string(gi_id) + "." + std::to_string(gi_serial) + "/" +
+         std::to_string(ci_id) + "." + std::to_string(ci_serial);
 }
 
 // ---- Interning (REQUIRES: nothing locked) -----------------------------------
@@ -140,7 +146,7 @@ nvmlDevice_t InternGpu(const SimGpu& gpu) {
 nvmlDevice_t InternMig(const SimGpu& gpu, const GiRecord& gi, const CiRecord& ci) {
   Library& lib = Lib();
   std::lock_guard<std::mutex> l(lib.mu);
-  auto& slot = lib.devices[Key(gpu.uuid, gi.serial, ci.serial)];
+  auto& slot = lib.devices[Key(gpu.uuid, gi.id, gi.serial, ci.id, ci.serial)];
   if (!slot) {
     slot = std::make_unique<nvmlDevice_st>();
     slot->gpu_uuid = gpu.uuid;
@@ -158,7 +164,7 @@ nvmlDevice_t InternMig(const SimGpu& gpu, const GiRecord& gi, const CiRecord& ci
 nvmlGpuInstance_t InternGi(const SimGpu& gpu, const GiRecord& gi) {
   Library& lib = Lib();
   std::lock_guard<std::mutex> l(lib.mu);
-  auto& slot = lib.gis[Key(gpu.uuid, gi.serial)];
+  auto& slot = lib.gis[Key(gpu.uuid, gi.id, gi.serial)];
   if (!slot) {
     slot = std::make_unique<nvmlGpuInstance_st>();
     slot->gpu_uuid = gpu.uuid;
@@ -173,7 +179,7 @@ nvmlGpuInstance_t InternGi(const SimGpu& gpu, const GiRecord& gi) {
 nvmlComputeInstance_t InternCi(const SimGpu& gpu, const GiRecord& gi, const CiRecord& ci) {
   Library& lib = Lib();
   std::lock_guard<std::mutex> l(lib.mu);
-  auto& slot = lib.cis[Key(gpu.uuid, gi.serial, ci.serial)];
+  auto& slot = lib.cis[Key(gpu.uuid, gi.id, gi.serial, ci.id, ci.serial)];
   if (!slot) {
     slot = std::make_unique<nvmlComputeInstance_st>();
     slot->gpu_uuid = gpu.uuid;

@@ -54,23 +54,31 @@ int Info(const std::string& lib, bool json) {
   return kExitOk;
 }
 
+// Every GPU is read even when one fails (a lost GPU must not hide the others);
+// the exit code says whether all readings succeeded.
 int Telemetry(const std::string& lib, bool json) {
   auto client = nvml::Client::Open(lib);
   if (!client.ok()) return Fail(client.status());
   auto count = (*client)->GpuCount();
   if (!count.ok()) return Fail(count.status());
-  nlohmann::json all = nlohmann::json::array();
+  std::vector<nvml::TelemetryRow> rows;
+  bool all_ok = true;
   for (unsigned i = 0; i < *count; ++i) {
-    auto t = (*client)->ReadTelemetry(i);
-    if (!t.ok()) return Fail(t.status());
-    if (json) {
-      all.push_back({{"gpu", i}, {"telemetry", nvml::ToJson(*t)}});
-    } else {
-      std::printf("%s\n", nvml::FormatTelemetryLine(i, *t).c_str());
-    }
+    rows.push_back({i, (*client)->ReadTelemetry(i)});
+    all_ok = all_ok && rows.back().reading.ok();
   }
-  if (json) std::printf("%s\n", all.dump(2).c_str());
-  return kExitOk;
+  if (json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : rows) {
+      all.push_back(r.reading.ok()
+                        ? nlohmann::json{{"gpu", r.gpu}, {"telemetry", nvml::ToJson(*r.reading)}}
+                        : nlohmann::json{{"gpu", r.gpu}, {"error", r.reading.status().message()}});
+    }
+    std::printf("%s\n", all.dump(2).c_str());
+  } else {
+    std::fputs(nvml::FormatTelemetryTable(rows).c_str(), stdout);
+  }
+  return all_ok ? kExitOk : kExitFailure;
 }
 
 }  // namespace

@@ -177,13 +177,56 @@ nlohmann::json InventoryJson(const SystemInfo& s, const std::vector<Gpu>& gpus,
   return {{"system", ToJson(s)}, {"gpus", arr}};
 }
 
-std::string FormatTelemetryLine(unsigned gpu, const Telemetry& t) {
-  std::string out = "GPU " + std::to_string(gpu) + ":";
-  // The JSON object's keys are sorted, so lines are stable between readings.
-  const nlohmann::json j = ToJson(t);  // items() must not outlive it
-  for (const auto& [key, value] : j.items()) {
-    if (value.is_null()) continue;
-    out += " " + key + "=" + value.dump();
+namespace {
+
+template <typename T>
+std::string Cell(const std::optional<T>& v, const char* unit = "") {
+  if (!v) return "-";
+  return std::to_string(*v) + unit;
+}
+
+std::string PowerCell(const Telemetry& t) {
+  if (!t.power_w) return "-";
+  char buf[48];
+  if (t.power_limit_w) {
+    std::snprintf(buf, sizeof(buf), "%.0fW / %.0fW", *t.power_w, *t.power_limit_w);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0fW", *t.power_w);
+  }
+  return buf;
+}
+
+std::string MemoryCell(const Telemetry& t) {
+  if (!t.fb_used_mib || !t.fb_total_mib) return "-";
+  return std::to_string(*t.fb_used_mib) + " / " + std::to_string(*t.fb_total_mib) + " MiB";
+}
+
+std::string EccCell(const Telemetry& t) {
+  if (!t.ecc_sbe_volatile && !t.ecc_dbe_volatile) return "-";
+  return Cell(t.ecc_sbe_volatile) + "/" + Cell(t.ecc_dbe_volatile);
+}
+
+}  // namespace
+
+std::string FormatTelemetryTable(const std::vector<TelemetryRow>& rows) {
+  const char* kFormat = "%-4s %5s %6s %-15s %5s %-21s %8s %9s %7s %6s\n";
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), kFormat, "GPU", "TEMP", "MEMTMP", "POWER", "UTIL", "MEMORY",
+                "SM CLK", "MEM CLK", "ECC S/D", "REPLAY");
+  out += line;
+  for (const TelemetryRow& row : rows) {
+    if (!row.reading.ok()) {
+      out += std::to_string(row.gpu) + "    error: " + row.reading.status().message() + "\n";
+      continue;
+    }
+    const Telemetry& t = *row.reading;
+    std::snprintf(line, sizeof(line), kFormat, std::to_string(row.gpu).c_str(),
+                  Cell(t.gpu_temp_c, "C").c_str(), Cell(t.memory_temp_c, "C").c_str(),
+                  PowerCell(t).c_str(), Cell(t.gpu_util_pct, "%").c_str(), MemoryCell(t).c_str(),
+                  Cell(t.sm_clock_mhz, "MHz").c_str(), Cell(t.mem_clock_mhz, "MHz").c_str(),
+                  EccCell(t).c_str(), Cell(t.pcie_replay).c_str());
+    out += line;
   }
   return out;
 }

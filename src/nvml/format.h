@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "nvml/device.h"
 
 namespace gpuop::nvml {
@@ -29,9 +30,16 @@ nlohmann::json ToJson(const Telemetry& t);
 nlohmann::json InventoryJson(const SystemInfo& s, const std::vector<Gpu>& gpus,
                              const std::vector<std::vector<GiProfile>>& gi_profiles);
 
-// One line per GPU: "GPU 0: fb_free_mib=80000 gpu_temp_c=34 ..." listing the
-// fields that are present, sorted by name.
-std::string FormatTelemetryLine(unsigned gpu, const Telemetry& t);
+// One GPU's reading for the telemetry table: the reading, or why it failed
+// (a lost GPU gets its own row; the other GPUs are still shown).
+struct TelemetryRow {
+  unsigned gpu = 0;
+  Result<Telemetry> reading = Telemetry{};
+};
+
+// A table like nvidia-smi's: temperature, power, utilisation, memory, clocks,
+// ECC and PCIe replays per GPU. Fields NVML does not support show "-".
+std::string FormatTelemetryTable(const std::vector<TelemetryRow>& rows);
 
 // A short human summary of one GPU for `gpuop nvml info`.
 std::string FormatGpuSummary(const Gpu& g);

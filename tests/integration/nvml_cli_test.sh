@@ -44,7 +44,19 @@ assert [x["gpu"] for x in d] == list(range(8))
 assert all(x["telemetry"]["gpu_temp_c"] is not None for x in d)
 assert all(x["telemetry"]["fb_total_mib"] == 81559 for x in d)
 PY
-[[ $("$gpuop" nvml telemetry | wc -l) -eq 8 ]] || fail "nvml telemetry printed the wrong line count"
+[[ $("$gpuop" nvml telemetry | wc -l) -eq 9 ]] || fail "nvml telemetry printed the wrong line count"
+
+# A lost GPU gets an error row; the others are still read; exit 1.
+"$gpuop" sim gpu inject --gpu 3 --lost
+set +e
+"$gpuop" nvml telemetry >"$tmp/tel.txt" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "telemetry with a lost GPU: exit $rc, want 1"
+grep -q '^3    error: GPU 3 (GPU-.*): .*GPU is lost' "$tmp/tel.txt" || fail "no error row for GPU 3: $(cat "$tmp/tel.txt")"
+[[ $(grep -cE '^[0-7] +[0-9]+C' "$tmp/tel.txt") -eq 7 ]] || fail "the 7 healthy GPUs were not all read: $(cat "$tmp/tel.txt")"
+"$gpuop" sim gpu reset --gpu 3
+"$gpuop" nvml telemetry >/dev/null || fail "telemetry still fails after GPU 3 was reset"
 
 # Errors: one line on stderr, exit 1.
 set +e

@@ -95,8 +95,25 @@ TEST(FormatJsonTest, TelemetryAbsentFieldsAreNull) {
   EXPECT_TRUE(j["memory_temp_c"].is_null());
   EXPECT_TRUE(j["nvlink_tx_kib"].is_null());
   EXPECT_TRUE(j.contains("clock_event_reasons"));
-  EXPECT_EQ(FormatTelemetryLine(4, t),
-            "GPU 4: gpu_temp_c=34 power_w=71.5 remapped_rows_pending=false");
+}
+
+TEST(FormatTableTest, TelemetryTableShowsAbsentFieldsAndFailedGpus) {
+  Telemetry t;
+  t.gpu_temp_c = 34;
+  t.power_w = 71.5;
+  t.power_limit_w = 70;
+  t.fb_used_mib = 100;
+  t.fb_total_mib = 15360;
+  t.ecc_sbe_volatile = 2;
+  t.ecc_dbe_volatile = 0;
+  std::vector<TelemetryRow> rows{{4, t}, {5, Unavailable("GPU 5 (GPU-x): GPU is lost")}};
+  std::string table = FormatTelemetryTable(rows);
+  EXPECT_EQ(table,
+            "GPU   TEMP MEMTMP POWER            UTIL MEMORY                  SM CLK   MEM CLK "
+            "ECC S/D REPLAY\n"
+            "4      34C      - 72W / 70W           - 100 / 15360 MiB              -         -     "
+            "2/0      -\n"
+            "5    error: GPU 5 (GPU-x): GPU is lost\n");
 }
 
 }  // namespace

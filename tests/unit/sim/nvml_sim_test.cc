@@ -524,6 +524,32 @@ TEST_F(NvmlSimTest, MigLifecycleA30) {
   MigLifecycle(this, "a30");
 }
 
+// A process that shuts NVML down and initialises again on a fresh state
+// directory sees creation serials restart; its handles must still name the
+// instances that exist now.
+TEST_F(NvmlSimTest, HandlesStayRightAfterReinitWithFreshState) {
+  Init("h100-80gb");
+  EnableMig(0);
+  nvmlComputeInstance_t ci = nullptr;
+  nvmlGpuInstance_t gi = CreateFull(Gpu(0), NVML_GPU_INSTANCE_PROFILE_7_SLICE, &ci);
+  nvmlGpuInstanceInfo_t info{};
+  ASSERT_EQ(NV(nvmlGpuInstanceGetInfo)(gi, &info), NVML_SUCCESS);
+  EXPECT_EQ(info.id, 0u);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+
+  std::system(("rm -rf '" + StateDir() + "'").c_str());
+  Init("h100-80gb");
+  EnableMig(0);
+  // Same creation serial as before, another GI id: a 1g instance at start 0.
+  gi = CreateFull(Gpu(0), NVML_GPU_INSTANCE_PROFILE_1_SLICE, &ci);
+  ASSERT_NE(gi, nullptr);
+  ASSERT_EQ(NV(nvmlGpuInstanceGetInfo)(gi, &info), NVML_SUCCESS);
+  EXPECT_EQ(info.id, 7u);
+  nvmlComputeInstanceInfo_t ci_info{};
+  ASSERT_EQ(NV(nvmlComputeInstanceGetInfo_v2)(ci, &ci_info), NVML_SUCCESS);
+  EXPECT_EQ(ci_info.gpuInstance, gi);
+}
+
 TEST_F(NvmlSimTest, MigNotSupportedOnL40sAndT4) {
   for (const std::string preset : {"l40s", "t4"}) {
     SCOPED_TRACE(preset);
