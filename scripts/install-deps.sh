@@ -7,7 +7,9 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ninja-build
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  podman containerd busybox-static
   clang-format clang-tidy
   python3 python3-yaml python3-jsonschema
   libc-bin

@@ -31,6 +31,12 @@ inline constexpr int kExitUsage = 2;
 void RegisterVersionCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterNvmlCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop cdi generate|list|hook`, `gpuop toolkit`, `gpuop runtime configure`.
+void RegisterCdiCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterCdiListCommand(CLI::App& cdi, const GlobalOptions& g, Action* action);
+void RegisterCdiHookCommand(CLI::App& cdi, const GlobalOptions& g, Action* action);
+void RegisterToolkitCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterRuntimeCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop sim gpu ...` and `gpuop sim host-root`, added under the `sim` subcommand.
 void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions& g, Action* action);

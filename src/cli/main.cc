@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
 
   cli::RegisterVersionCommand(app, g, &action);
   cli::RegisterNvmlCommand(app, g, &action);
+  cli::RegisterCdiCommand(app, g, &action);
+  cli::RegisterToolkitCommand(app, g, &action);
+  cli::RegisterRuntimeCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {
