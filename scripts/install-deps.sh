@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   podman containerd busybox-static
   clang-format clang-tidy
-  python3 python3-yaml python3-jsonschema
+  python3 python3-yaml python3-jsonschema time
   libc-bin
 )
 
