@@ -23,7 +23,9 @@ int Fail(const Status& s) {
 }
 
 int RunSimHostRoot(const SimHostRootFlags& f) {
-  auto machine = sim::LoadMachine(f.machine, f.seed.empty() ? f.machine : f.seed);
+  // Same seed rule as libnvml-sim.so (GPUOP_SIM_SEED, default empty), so the
+  // UUIDs under /proc match what NVML reports.
+  auto machine = sim::LoadMachine(f.machine, f.seed);
   if (!machine.ok()) return Fail(machine.status());
   auto elf_machine = sim::HostElfMachine();
   if (!elf_machine.ok()) return Fail(elf_machine.status());
@@ -57,7 +59,7 @@ void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions&, Action* act
       ->envname("GPUOP_SIM_MACHINE")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed,
-                  "Seed for GPU UUIDs and serials (default: the machine name)")
+                  "Seed for GPU UUIDs and serials; use the same value as the NVML simulator sees")
       ->envname("GPUOP_SIM_SEED");
   cmd->add_option("--nvml-sim", flags->nvml_sim,
                   "libnvml-sim.so to install as libnvidia-ml.so.<version> (default: "

@@ -114,6 +114,14 @@ if [[ -f "$build_dir/lib/libnvml-sim.so" ]]; then
   check "libnvidia-ml is the NVML simulator" cmp -s "$build_dir/lib/libnvml-sim.so" "$root$libdir/libnvidia-ml.so.$version"
 fi
 
+# The UUIDs under /proc are the ones the NVML simulator reports for the same machine.
+if [[ -f "$build_dir/lib/libnvml-sim.so" ]]; then
+  uuid0=$(GPUOP_NVML_LIB="$build_dir/lib/libnvml-sim.so" GPUOP_SIM_MACHINE=dgx-h100 \
+    "$gpuop" nvml list | sed -n 's/^GPU 0: .*(UUID: \(GPU-[0-9a-f-]*\))$/\1/p')
+  check "GPU 0's /proc information carries NVML's UUID $uuid0" \
+    grep -rq "GPU UUID:.*$uuid0" "$root/proc/driver/nvidia/gpus/0000:18:00.0/information"
+fi
+
 # Idempotent: a second run gives the same listing.
 snapshot() { (cd "$root" && find . -path ./var/cache/ldconfig -prune -o ! -name ld.so.cache -printf '%p %y %m %s %l\n' | sort); }
 before=$(snapshot)
