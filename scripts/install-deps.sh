@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ninja-build
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
-  libtomlplusplus-dev
+  libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   podman containerd busybox-static
   clang-format clang-tidy
