@@ -425,6 +425,67 @@ Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
   return Status::Ok();
 }
 
+Status ApplyMigLayout(const Machine& m, SimState& s, unsigned gpu, bool enabled,
+                      const std::vector<std::string>& profiles) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  const GpuModel& model = m.gpus[gpu].model;
+  if (!model.mig_capable()) {
+    return NotSupported(GpuName(m, gpu) + " does not support MIG; choose a MIG-capable GPU");
+  }
+  if (!enabled && !profiles.empty()) {
+    return InvalidArgument(GpuName(m, gpu) +
+                           ": MIG devices can only be created with MIG enabled; "
+                           "drop --create or use --enable");
+  }
+  GpuRuntime& g = s.gpus[gpu];
+  if (g.lost) return FailedPrecondition(GpuName(m, gpu) + " is lost; reset it first");
+  g.mig_current = g.mig_pending = enabled;
+  g.gis.clear();
+  for (const std::string& name : profiles) {
+    const GiProfile* profile = nullptr;
+    std::vector<std::string> names;
+    for (const GiProfile& p : model.mig_profiles) {
+      names.push_back(p.name);
+      if (p.name == name) profile = &p;
+    }
+    if (!profile) {
+      return NotFound(GpuName(m, gpu) + " has no MIG profile \"" + name + "\"; its profiles are " +
+                      Join(names, ", "));
+    }
+    GiRecord gi;
+    if (PlanGpuInstance(model, g.gis, *profile, std::nullopt, &gi) != MigVerdict::kOk) {
+      return FailedPrecondition(GpuName(m, gpu) + ": no room for another " + name +
+                                " GPU instance after " + std::to_string(g.gis.size()) +
+                                " instances; list fewer profiles");
+    }
+    gi.serial = s.next_serial++;
+    // One compute instance over the whole GI: the CI profile with the GI's slices.
+    CiRecord ci;
+    bool made = false;
+    for (unsigned index = 0; index < 8 && !made; ++index) {
+      auto cp = CiProfileFor(*profile, index);
+      if (!cp || cp->slices != profile->slices) continue;
+      made = PlanComputeInstance(*profile, gi, index, &ci) == MigVerdict::kOk;
+    }
+    if (!made) {
+      return Internal(GpuName(m, gpu) + ": profile " + name +
+                      " has no compute instance profile spanning the whole GPU instance");
+    }
+    ci.serial = s.next_serial++;
+    gi.cis.push_back(ci);
+    auto pos = std::lower_bound(g.gis.begin(), g.gis.end(), gi.id,
+                                [](const GiRecord& a, unsigned id) { return a.id < id; });
+    g.gis.insert(pos, std::move(gi));
+  }
+  return Status::Ok();
+}
+
+Status SetMigLayout(StateStore& store, unsigned gpu, bool enabled,
+                    const std::vector<std::string>& profiles) {
+  return store.Update(
+      [&](SimState& s) { return ApplyMigLayout(store.machine(), s, gpu, enabled, profiles); });
+}
+
 Status InjectXid(StateStore& store, unsigned gpu, uint64_t xid, std::optional<unsigned> gi,
                  std::optional<unsigned> ci) {
   return store.Update([&](SimState& s) { return ApplyXid(store.machine(), s, gpu, xid, gi, ci); });

@@ -155,6 +155,13 @@ Status ResetGpu(StateStore& store, unsigned gpu);
 // Driver unload/load. Unload destroys every MIG instance (they do not survive
 // the module); load resets every GPU. nvmlInit fails while unloaded.
 Status SetDriverLoaded(StateStore& store, bool loaded);
+// Sets the MIG mode of `gpu` at once (as a mode change followed by a reset)
+// and, when enabling, replaces its layout with one GPU instance per entry of
+// `profiles` ("1g.10gb", ...; first free placement, in order), each holding
+// one compute instance that spans the whole GI. Errors name the GPU, its
+// model and the profile; on error nothing changes.
+Status SetMigLayout(StateStore& store, unsigned gpu, bool enabled,
+                    const std::vector<std::string>& profiles);
 
 // Pure versions of the above, for tests and for composing updates.
 Status ApplyXid(const Machine& m, SimState& s, unsigned gpu, uint64_t xid,
@@ -163,5 +170,7 @@ Status ApplyEcc(const Machine& m, SimState& s, unsigned gpu, bool double_bit);
 Status ApplyLost(const Machine& m, SimState& s, unsigned gpu);
 Status ApplyReset(const Machine& m, SimState& s, unsigned gpu);
 Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded);
+Status ApplyMigLayout(const Machine& m, SimState& s, unsigned gpu, bool enabled,
+                      const std::vector<std::string>& profiles);
 
 }  // namespace gpuop::sim

@@ -1,4 +1,4 @@
-// `gpuop sim gpu inject|reset`, `gpuop sim driver load|unload` and
+// `gpuop sim gpu inject|reset|mig`, `gpuop sim driver load|unload` and
 // `gpuop sim machines`: change the shared state of a simulated node's GPUs
 // (sim/nvml/state.h) the way hardware faults and admin actions would.
 #include <cstdio>
@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
@@ -75,6 +76,31 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
   reset->callback([action, reset_gpu] {
     *action = [reset_gpu] {
       return RunControl([&](sim::StateStore& store) { return sim::ResetGpu(store, *reset_gpu); });
+    };
+  });
+
+  struct MigOptions {
+    unsigned gpu = 0;
+    bool enable = false, disable = false;
+    std::string create;
+  };
+  auto mo = std::make_shared<MigOptions>();
+  auto* mig = gpu->add_subcommand(
+      "mig",
+      "Set a GPU's MIG mode at once and lay out MIG devices (one full-GI compute instance "
+      "per listed profile)");
+  mig->add_option("--gpu", mo->gpu, "GPU index")->required();
+  auto* mode = mig->add_option_group("mode", "MIG mode (exactly one)");
+  mode->add_flag("--enable", mo->enable, "Enable MIG mode");
+  mode->add_flag("--disable", mo->disable, "Disable MIG mode (destroys every MIG device)");
+  mode->require_option(1);
+  mig->add_option("--create", mo->create,
+                  "Comma-separated GPU instance profiles to create, e.g. 1g.10gb,1g.10gb,2g.20gb");
+  mig->callback([action, mo] {
+    *action = [mo] {
+      return RunControl([&](sim::StateStore& store) {
+        return sim::SetMigLayout(store, mo->gpu, mo->enable, Split(mo->create, ','));
+      });
     };
   });
 
