@@ -14,13 +14,6 @@ namespace {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 Status WriteAll(int fd, std::string_view content, const std::string& path) {
   while (!content.empty()) {
     ssize_t n = ::write(fd, content.data(), content.size());
@@ -103,6 +96,13 @@ Status MakeDirs(const std::string& path, mode_t mode) {
     return FailedPrecondition(path + " exists and is not a directory");
   }
   return Status::Ok();
+}
+
+std::string DirName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
 }
 
 bool PathExists(const std::string& path) {

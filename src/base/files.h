@@ -18,6 +18,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t
 // mkdir -p; succeeds when the directory exists already.
 Status MakeDirs(const std::string& path, mode_t mode = 0755);
 bool PathExists(const std::string& path);
+// "/a/b/c" → "/a/b"; "/c" → "/"; "c" → ".".
+std::string DirName(std::string_view path);
+
 // Joins a host root and an absolute host path: JoinRoot("/host", "/dev/nvidia0").
 std::string JoinRoot(std::string_view root, std::string_view path);
 

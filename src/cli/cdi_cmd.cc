@@ -81,7 +81,7 @@ int Generate(const GlobalOptions& g, const GenerateFlags& f) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
   }
-  Status s = MakeDirs(host::DirName(f.output));
+  Status s = MakeDirs(DirName(f.output));
   if (s.ok()) s = WriteFileAtomic(f.output, text, 0644);
   if (!s.ok()) return Fail(s);
   LogInfo("wrote CDI spec", {{"path", f.output},

@@ -63,12 +63,6 @@ void DirsFromCache(const LdCache& cache, const std::string& read_root, std::stri
 
 }  // namespace
 
-std::string DirName(std::string_view path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return std::string(path.substr(0, slash));
-}
 
 Result<DriverLibraries> FindDriverLibraries(const std::string& read_root,
                                             const std::string& version,

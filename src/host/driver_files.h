@@ -60,7 +60,5 @@ std::vector<std::string> FindGspFirmware(const std::string& read_root, const std
 // nvidia-fabricmanager/socket under /run (else /var/run), and /tmp/nvidia-mps.
 std::vector<std::string> FindIpcSockets(const std::string& read_root);
 
-// "/a/b/c" → "/a/b"; "/c" → "/".
-std::string DirName(std::string_view path);
 
 }  // namespace gpuop::host

@@ -20,12 +20,6 @@
 namespace gpuop::runtime {
 namespace {
 
-std::string DirName(std::string_view p) {
-  size_t slash = p.rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return std::string(p.substr(0, slash));
-}
 
 Result<std::optional<std::string>> ReadOptional(const std::string& root, const std::string& path) {
   auto r = ReadFile(JoinRoot(root, path));
@@ -136,6 +130,7 @@ Result<Plan> MakePlan(const std::string& root, const ConfigureOptions& o) {
       in.drop_in_path = o.drop_in_path;
       GPUOP_ASSIGN_OR_RETURN(in.drop_in, ReadOptional(root, in.drop_in_path));
       in.runc_path = FindRunc(root);
+      in.drop_in_dir_exists = PathExists(JoinRoot(root, DirName(in.drop_in_path)));
       return PlanCrio(in, o);
     }
     case RuntimeKind::kDocker: {

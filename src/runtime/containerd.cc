@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/strings.h"
 #include "runtime/toml_util.h"
 
@@ -13,12 +14,6 @@ namespace {
 constexpr std::string_view kRuncType = "io.containerd.runc.v2";
 constexpr std::string_view kDefaultRuntimeName = "runc";  // containerd's built-in default
 
-std::string DirName(std::string_view p) {
-  size_t slash = p.rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return std::string(p.substr(0, slash));
-}
 
 // What gpuop changed outside its drop-in, kept in the drop-in itself so that
 // --revert can undo exactly that.

@@ -1,5 +1,6 @@
 #include "runtime/crio.h"
 
+#include "base/files.h"
 #include "base/strings.h"
 #include "runtime/toml_util.h"
 
@@ -10,6 +11,17 @@ constexpr std::string_view kFallbackRunc = "/usr/bin/runc";
 constexpr std::string_view kReloadNote =
     "reload CRI-O to apply: systemctl reload crio (SIGHUP reloads runtimes and default_runtime; "
     "CRI-O releases without live reload need systemctl restart crio)";
+
+// The directory an earlier configure created, as recorded in its drop-in.
+std::optional<std::string> CreatedDir(const std::string& drop_in) {
+  size_t at = drop_in.find(kCrioCreatedDirLine);
+  if (at == std::string::npos) return std::nullopt;
+  size_t begin = at + kCrioCreatedDirLine.size();
+  size_t end = drop_in.find('\n', begin);
+  std::string dir = drop_in.substr(begin, end == std::string::npos ? end : end - begin);
+  if (dir.empty()) return std::nullopt;
+  return dir;
+}
 
 }  // namespace
 
@@ -29,6 +41,9 @@ Result<Plan> PlanCrio(const CrioInputs& in, const ConfigureOptions& opts) {
       return plan;
     }
     plan.changes.push_back({in.drop_in_path, in.drop_in, std::nullopt});
+    if (auto dir = CreatedDir(*in.drop_in)) {
+      plan.changes.push_back({*dir, std::nullopt, std::nullopt, /*directory=*/true});
+    }
     plan.notes.push_back("removed CRI-O runtime handler '" + opts.runtime_name + "'");
     plan.notes.push_back(std::string(kReloadNote));
     return plan;
@@ -51,8 +66,14 @@ Result<Plan> PlanCrio(const CrioInputs& in, const ConfigureOptions& opts) {
                      "\"\n# (the RuntimeClass handler name). CRI-O applies crio.conf.d files in "
                      "name order\n# over crio.conf, key by key. `gpuop runtime configure "
                      "--runtime crio --revert`\n# deletes this file. CRI-O reads CDI specs from "
-                     "/etc/cdi and /var/run/cdi by default.\n\n" +
-                     FormatToml(root);
+                     "/etc/cdi and /var/run/cdi by default.\n";
+  // Keep the record of a directory an earlier run created across re-runs.
+  std::optional<std::string> created =
+      ours ? CreatedDir(*in.drop_in)
+           : (in.drop_in_dir_exists ? std::nullopt
+                                    : std::optional<std::string>(DirName(in.drop_in_path)));
+  if (created) text += std::string(kCrioCreatedDirLine) + *created + "\n";
+  text += "\n" + FormatToml(root);
   GPUOP_RETURN_IF_ERROR(ParseToml(in.drop_in_path, text).status());
 
   if (in.drop_in != text) plan.changes.push_back({in.drop_in_path, in.drop_in, text});

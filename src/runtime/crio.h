@@ -26,7 +26,12 @@ struct CrioInputs {
   std::string drop_in_path;            // host path
   std::optional<std::string> drop_in;  // its current bytes, if any
   std::string runc_path;               // host path of runc; empty: not found
+  bool drop_in_dir_exists = true;      // whether crio.conf.d exists (gpuop creates it if not)
 };
+
+// The header line by which the drop-in records that gpuop created its
+// directory, so --revert removes that directory too.
+inline constexpr std::string_view kCrioCreatedDirLine = "# gpuop created directory: ";
 
 // REQUIRES: opts.runtime == RuntimeKind::kCrio.
 Result<Plan> PlanCrio(const CrioInputs& in, const ConfigureOptions& opts);

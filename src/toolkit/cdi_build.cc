@@ -245,7 +245,7 @@ class Builder {
       for (const std::string& p : in_.libraries) {
         if (BaseName(p) == lib) {
           links.push_back("--link");
-          links.push_back(target + "::" + host::DirName(p) + "/" + name);
+          links.push_back(target + "::" + DirName(p) + "/" + name);
           return;
         }
       }
@@ -257,7 +257,7 @@ class Builder {
 
     std::vector<std::string> folders;
     for (const std::string& p : in_.libraries) {
-      std::string dir = host::DirName(p);
+      std::string dir = DirName(p);
       if (EndsWith(dir, "/vdpau")) continue;  // dlopen()ed by path, not through the cache
       if (std::find(folders.begin(), folders.end(), dir) == folders.end()) folders.push_back(dir);
     }

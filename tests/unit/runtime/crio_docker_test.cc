@@ -58,6 +58,30 @@ TEST(Crio, DropInMatchesGoldenAndRevertRestores) {
   EXPECT_EQ(Crio(t, Opts(RuntimeKind::kCrio, false, false, true)), original);
 }
 
+// When crio.conf.d did not exist, configure creates it, records that in the
+// drop-in, and --revert removes it again (it is left when not empty).
+TEST(Crio, RevertRemovesTheDirectoryConfigureCreated) {
+  CrioInputs in{kCrio, std::nullopt, "/usr/bin/runc", /*drop_in_dir_exists=*/false};
+  auto plan = PlanCrio(in, Opts(RuntimeKind::kCrio, false, false));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->changes.size(), 1u);
+  const std::string drop_in = *plan->changes[0].after;
+  EXPECT_NE(drop_in.find("# gpuop created directory: /etc/crio/crio.conf.d\n"), std::string::npos)
+      << drop_in;
+  // A second run keeps the record although the directory exists by then.
+  auto again = PlanCrio({kCrio, drop_in, "/usr/bin/runc", true}, Opts(RuntimeKind::kCrio, false, false));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->changes.empty());
+  auto revert = PlanCrio({kCrio, drop_in, "/usr/bin/runc", true},
+                         Opts(RuntimeKind::kCrio, false, false, true));
+  ASSERT_TRUE(revert.ok());
+  ASSERT_EQ(revert->changes.size(), 2u);
+  EXPECT_EQ(revert->changes[0].path, kCrio);
+  EXPECT_FALSE(revert->changes[0].after.has_value());
+  EXPECT_EQ(revert->changes[1].path, "/etc/crio/crio.conf.d");
+  EXPECT_TRUE(revert->changes[1].directory);
+}
+
 TEST(Crio, WithoutSetAsDefaultLeavesDefaultRuntimeAlone) {
   Tree t = Crio({}, Opts(RuntimeKind::kCrio, false, false));
   EXPECT_EQ(t[kCrio].find("default_runtime"), std::string::npos);
