@@ -40,6 +40,8 @@ void RegisterRuntimeCommand(CLI::App& app, const GlobalOptions& g, Action* actio
 // `gpuop sim gpu ...` and `gpuop sim host-root`, added under the `sim` subcommand.
 void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+// `gpuop sim apiserver`: the Kubernetes API emulator (not for production).
+void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 
 // The NVML library path the user chose, or the driver's default soname.
 std::string NvmlLibraryPath(const GlobalOptions& g);

@@ -9,6 +9,7 @@ void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
   sim->require_subcommand(1);
   RegisterSimGpuCommand(*sim, g, action);
   RegisterSimHostRootCommand(*sim, g, action);
+  RegisterSimApiserverCommand(*sim, g, action);
 }
 
 }  // namespace gpuop::cli

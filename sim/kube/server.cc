@@ -1,0 +1,1232 @@
+#include "sim/kube/server.h"
+
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <sys/socket.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "sim/kube/api_error.h"
+#include "sim/kube/apply.h"
+#include "sim/kube/crd.h"
+#include "sim/kube/discovery.h"
+#include "sim/kube/json_patch.h"
+#include "sim/kube/openapi.h"
+#include "sim/kube/schema.h"
+#include "sim/kube/strategic_merge.h"
+#include "sim/kube/table.h"
+#include "sim/kube/tls.h"
+
+namespace gpuop::simkube {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr const char* kJson = "application/json";
+// Watch streams: a media type httplib does not gzip (it compresses exactly
+// "application/json"), so every event reaches the client as it happens.
+constexpr const char* kWatchJson = "application/json;stream=watch";
+constexpr const char* kCrdGroup = "apiextensions.k8s.io";
+
+// The write a request thread is making, for the store's admit hook (which
+// runs on the calling thread): who manages the fields it writes.
+struct WriteContext {
+  std::string field_manager;
+  std::string subresource;
+  bool apply = false;
+};
+thread_local WriteContext* tls_write = nullptr;
+
+// Sets tls_write for the scope of one store call.
+class ScopedWrite {
+ public:
+  explicit ScopedWrite(WriteContext* ctx) : prev_(tls_write) { tls_write = ctx; }
+  ~ScopedWrite() { tls_write = prev_; }
+  ScopedWrite(const ScopedWrite&) = delete;
+  ScopedWrite& operator=(const ScopedWrite&) = delete;
+
+ private:
+  WriteContext* prev_;
+};
+
+// What a request path names.
+struct RequestTarget {
+  std::string group, version, ns, resource, name, subresource;
+  std::string verb;  // Kubernetes verb
+};
+
+std::string QueryParam(const httplib::Request& req, const char* key) {
+  return req.has_param(key) ? req.get_param_value(key) : std::string();
+}
+
+bool TrueParam(const httplib::Request& req, const char* key) {
+  std::string v = QueryParam(req, key);
+  return v == "1" || v == "true" || v == "True";
+}
+
+// Splits the path after /api/v1 or /apis/<g>/<v> into namespace, resource,
+// name and subresource. False when the path has too many segments.
+bool ParseResourcePath(const std::vector<std::string>& rest, RequestTarget& t) {
+  if (rest.empty()) return false;
+  if (rest[0] == "namespaces" && rest.size() >= 3 &&
+      !(rest.size() == 3 && (rest[2] == "status" || rest[2] == "finalize"))) {
+    t.ns = rest[1];
+    t.resource = rest[2];
+    if (rest.size() > 3) t.name = rest[3];
+    if (rest.size() > 4) t.subresource = rest[4];
+    return rest.size() <= 5;
+  }
+  t.resource = rest[0];
+  if (rest.size() > 1) t.name = rest[1];
+  if (rest.size() > 2) t.subresource = rest[2];
+  return rest.size() <= 3;
+}
+
+std::string VerbFor(const std::string& method, const RequestTarget& t,
+                    const httplib::Request& req) {
+  if (method == "GET") {
+    if (TrueParam(req, "watch")) return "watch";
+    return t.name.empty() ? "list" : "get";
+  }
+  if (method == "POST") return "create";
+  if (method == "PUT") return "update";
+  if (method == "PATCH") return "patch";
+  if (method == "DELETE") return t.name.empty() ? "deletecollection" : "delete";
+  return "";
+}
+
+// YAML (as `kubectl apply --server-side` may send) to JSON with YAML 1.2
+// core-schema scalars: unquoted null/true/false/numbers are typed, the rest
+// (and every quoted scalar) are strings.
+Json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& x : n) a.push_back(YamlToJson(x));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  static const std::regex kInt("[-+]?[0-9]+");
+  static const std::regex kFloat("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  if (std::regex_match(s, kInt)) {
+    try {
+      return std::stoll(s);
+    } catch (const std::exception&) {
+      return s;
+    }
+  }
+  if (std::regex_match(s, kFloat)) {
+    try {
+      return std::stod(s);
+    } catch (const std::exception&) {
+      return s;
+    }
+  }
+  return s;
+}
+
+// A request body: JSON, or YAML when `allow_yaml` (apply patches).
+ApiResult<Json> ParseBody(const std::string& body, bool allow_yaml) {
+  if (body.empty()) return BadRequestError("the request body is empty");
+  try {
+    return Json::parse(body);
+  } catch (const std::exception& e) {
+    if (!allow_yaml) {
+      return BadRequestError(std::string("the body of the request is not valid JSON: ") + e.what());
+    }
+  }
+  try {
+    return YamlToJson(YAML::Load(body));
+  } catch (const std::exception& e) {
+    return BadRequestError(std::string("error decoding YAML: ") + e.what());
+  }
+}
+
+ApiError InjectedError(int code, int retry_after_s) {
+  switch (code) {
+    case 429:
+      return TooManyRequestsError(
+          "the server has received too many requests and has asked us "
+          "to try again later (injected fault)",
+          retry_after_s);
+    case 500:
+      return InternalServerError("injected fault");
+    case 503: {
+      ApiError e = ServiceUnavailableError(
+          "the server is currently unable to handle the request "
+          "(injected fault)");
+      ApiError::Details d;
+      d.retry_after_seconds = retry_after_s;
+      e.details = std::move(d);
+      return e;
+    }
+    case 504:
+      return TimeoutError(
+          "the server was unable to return a response in the time allotted "
+          "(injected fault)",
+          retry_after_s);
+    default: {
+      ApiError e;
+      e.code = code;
+      e.reason = code == 409 ? "Conflict" : code == 404 ? "NotFound" : "InternalError";
+      e.message = "injected fault (HTTP " + std::to_string(code) + ")";
+      return e;
+    }
+  }
+}
+
+ApiError NotServedError() {
+  ApiError e;
+  e.code = 404;
+  e.reason = "NotFound";
+  e.message = "the server could not find the requested resource";
+  e.details = ApiError::Details{};
+  return e;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
+  std::string host;
+  std::string port;
+  if (!listen.empty() && listen[0] == '[') {
+    size_t close = listen.find(']');
+    if (close == std::string::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
+      return InvalidArgument("--listen " + listen + " is not [IPv6]:PORT");
+    }
+    host = listen.substr(1, close - 1);
+    port = listen.substr(close + 2);
+  } else {
+    size_t colon = listen.rfind(':');
+    if (colon == std::string::npos) {
+      return InvalidArgument("--listen " + listen + " is not HOST:PORT, e.g. 127.0.0.1:0");
+    }
+    host = listen.substr(0, colon);
+    port = listen.substr(colon + 1);
+  }
+  auto p = ParseUint(port);
+  if (host.empty() || !p || *p > 65535) {
+    return InvalidArgument("--listen " + listen + " is not HOST:PORT with a port 0-65535");
+  }
+  return std::make_pair(host, static_cast<int>(*p));
+}
+
+Result<PatchType> PatchTypeFor(std::string_view content_type) {
+  std::string ct(Trim(content_type.substr(0, content_type.find(';'))));
+  if (ct == "application/merge-patch+json") return PatchType::kMerge;
+  if (ct == "application/json-patch+json") return PatchType::kJson;
+  if (ct == "application/strategic-merge-patch+json") return PatchType::kStrategicMerge;
+  if (ct == "application/apply-patch+yaml" || ct == "application/apply-patch+json") {
+    return PatchType::kApply;
+  }
+  return InvalidArgument(
+      "the body of the request was in an unknown format - accepted media types "
+      "include: application/json-patch+json, application/merge-patch+json, "
+      "application/apply-patch+yaml, application/strategic-merge-patch+json");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+struct ApiServer::Impl {
+  ServerOptions opts;
+  Registry registry;
+  std::shared_ptr<const SchemaSet> schemas;
+  std::shared_ptr<const OpenApiDocs> openapi;
+  std::unique_ptr<Store> store;
+  FaultInjector faults;
+  AuditLog audit;
+  TlsMaterial tls;
+  std::unique_ptr<httplib::Server> http;
+  std::string host;
+  int port = 0;
+  std::thread listener;
+
+  std::atomic<bool> stopping{false};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopped = false;  // GUARDED_BY(stop_mu)
+
+  std::mutex crd_mu;
+  // Compiled CRDs by name ("widgets.example.com").
+  std::map<std::string, std::shared_ptr<const CompiledCrd>> crds;  // GUARDED_BY(crd_mu)
+
+  explicit Impl(ServerOptions o) : opts(std::move(o)), faults(opts.fault_seed) {}
+
+  std::string Url() const {
+    std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    if (h == "0.0.0.0") h = "127.0.0.1";
+    if (h == "[::]") h = "[::1]";
+    return std::string(opts.tls ? "https://" : "http://") + h + ":" + std::to_string(port);
+  }
+
+  std::shared_ptr<const CompiledCrd> CompiledFor(const std::string& crd_name) {
+    std::lock_guard lock(crd_mu);
+    auto it = crds.find(crd_name);
+    return it == crds.end() ? nullptr : it->second;
+  }
+
+  // ---- store hooks ----
+
+  ApiResult<Json> StrategicMerge(const Json& current, const Json& patch, const ResourceInfo& r) {
+    if (r.custom) {
+      return UnsupportedMediaTypeError(UnsupportedMediaTypeMessage(CustomResourcePatchTypes()));
+    }
+    const Schema* schema = schemas ? schemas->ForKind({r.group, r.version, r.kind}) : nullptr;
+    auto out = StrategicMergePatch(current, patch, schema);
+    if (!out.ok()) return BadRequestError(out.status().message());
+    return std::move(out).value();
+  }
+
+  ApiResult<Json> Apply(const Json& current, const Json& patch, const ResourceInfo& r,
+                        const PatchOptions& o);
+  const Schema* SchemaFor(const ResourceInfo& r);
+  // Moves the fields a non-apply write changed to its field manager.
+  void TrackFields(const ResourceInfo& r, Json& obj, const Json* old) {
+    if (tls_write == nullptr || tls_write->apply || tls_write->field_manager.empty()) return;
+    if (old != nullptr && obj.is_object() && obj["metadata"].is_object() &&
+        !obj["metadata"].contains("managedFields") && old->contains("metadata") &&
+        (*old)["metadata"].contains("managedFields")) {
+      obj["metadata"]["managedFields"] = (*old)["metadata"]["managedFields"];
+    }
+    TrackUpdate(old, obj, SchemaFor(r), tls_write->field_manager, tls_write->subresource,
+                FormatTimestamp(std::chrono::system_clock::now()));
+  }
+
+  ApiStatus Admit(const ResourceInfo& r, Json& obj, const Json* old) {
+    GPUOP_API_RETURN_IF_ERROR(Validate(r, obj));
+    TrackFields(r, obj, old);
+    return ApiStatus::Ok();
+  }
+
+  ApiStatus Validate(const ResourceInfo& r, Json& obj) {
+    if (r.custom) {
+      auto served = registry.Find(r.group, r.version, r.plural);
+      if (!served) return NotServedError();
+      auto crd = CompiledFor(served->crd_name);
+      if (!crd) return ApiStatus::Ok();
+      return PrepareCustomResource(*crd, r.version, obj, FieldValidation::kIgnore, nullptr);
+    }
+    if (r.group == kCrdGroup && r.plural == "customresourcedefinitions") {
+      DefaultCrd(obj);
+      return ValidateCrdObject(obj);
+    }
+    if (schemas) {
+      GPUOP_API_RETURN_IF_ERROR(
+          DecodeBuiltinBody(*schemas, r, obj, FieldValidation::kIgnore, nullptr));
+    }
+    return ValidateBuiltinObject(r, obj);
+  }
+
+  // ---- CRDs: serve what a CRD defines, clean up when it goes ----
+
+  void SyncCrd(const std::string& name) {
+    ServedPtr crd_res = registry.Find(kCrdGroup, "v1", "customresourcedefinitions");
+    auto got = store->Get(crd_res->info, "", name);
+    if (!got.ok() ||
+        !(*got)->value("metadata", Json::object()).value("deletionTimestamp", "").empty()) {
+      RemoveCrd(name);
+      return;
+    }
+    const Json& obj = **got;
+    auto compiled = CompiledCrd::Compile(obj);
+    if (!compiled.ok()) {
+      LogWarn("CRD not served", {{"crd", name}, {"error", compiled.status()}});
+      return;
+    }
+    auto snapshot = std::make_shared<const Json>(obj);
+    Status s = registry.SetCustom(name, ServedResources(**compiled, snapshot));
+    {
+      std::lock_guard lock(crd_mu);
+      if (s.ok()) crds[name] = *compiled;
+    }
+    Json updated = obj;
+    if (s.ok()) {
+      AcceptCrd(updated, FormatTimestamp(std::chrono::system_clock::now()));
+    } else {
+      Json cond{{"type", "NamesAccepted"},
+                {"status", "False"},
+                {"reason", "NameConflict"},
+                {"message", s.message()},
+                {"lastTransitionTime", FormatTimestamp(std::chrono::system_clock::now())}};
+      updated["status"]["conditions"] = Json::array({cond});
+    }
+    // Write the status only when it changes (conditions' times aside), so
+    // re-syncs do not bump the resourceVersion.
+    auto strip_times = [](Json st) {
+      if (st.contains("conditions") && st["conditions"].is_array()) {
+        for (auto& c : st["conditions"]) c.erase("lastTransitionTime");
+      }
+      return st;
+    };
+    if (strip_times(updated.value("status", Json::object())) ==
+        strip_times(obj.value("status", Json::object()))) {
+      return;
+    }
+    UpdateOptions uo;
+    uo.subresource = "status";
+    WriteContext ctx{"kube-apiserver", "status", false};
+    ScopedWrite scoped(&ctx);
+    auto res = store->Update(crd_res->info, "", name, updated, uo);
+    if (!res.ok())
+      LogWarn("CRD status update failed", {{"crd", name}, {"error", res.error().ToString()}});
+  }
+
+  void RemoveCrd(const std::string& name) {
+    std::vector<ServedPtr> served;
+    for (const auto& r : registry.All()) {
+      if (r->crd_name == name) served.push_back(r);
+    }
+    // The custom resources go with their CRD (the real server's
+    // customresourcecleanup finalizer does this before the CRD goes).
+    if (!served.empty()) {
+      DeleteOptions d;
+      d.propagation = PropagationPolicy::kBackground;
+      auto res = store->DeleteCollection(served.front()->info, "", ListOptions{}, d);
+      (void)res;
+    }
+    registry.RemoveCustom(name);
+    std::lock_guard lock(crd_mu);
+    crds.erase(name);
+  }
+
+  void AfterWrite(const RequestTarget& t, const ResourceInfo& r, const std::string& name) {
+    if (r.group == kCrdGroup && r.plural == "customresourcedefinitions" && t.subresource.empty()) {
+      SyncCrd(name);
+    }
+  }
+
+  // ---- HTTP plumbing ----
+
+  void WriteJson(httplib::Response& res, int code, const Json& body,
+                 const std::string& content_type = kJson) {
+    res.status = code;
+    res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), content_type);
+  }
+
+  void WriteError(httplib::Response& res, const ApiError& e) {
+    if (e.details && e.details->retry_after_seconds > 0) {
+      res.set_header("Retry-After", std::to_string(e.details->retry_after_seconds));
+    }
+    WriteJson(res, e.code, e.ToStatusJson());
+  }
+
+  bool Authenticated(const httplib::Request& req) const {
+    if (opts.token.empty()) return true;
+    std::string auth = req.get_header_value("Authorization");
+    return StartsWith(auth, "Bearer ") && ConstantTimeEquals(auth.substr(7), opts.token);
+  }
+
+  std::string User() const { return opts.token.empty() ? "system:anonymous" : "gpuop-sim:admin"; }
+
+  void SleepInterruptible(milliseconds d) {
+    auto until = std::chrono::steady_clock::now() + d;
+    while (!stopping && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::min<milliseconds>(
+          milliseconds(50),
+          std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()) +
+              milliseconds(1)));
+    }
+  }
+
+  void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res);
+  bool HandleControl(const std::string& method, const httplib::Request& req,
+                     httplib::Response& res);
+  bool HandleDiscovery(const httplib::Request& req, httplib::Response& res);
+  void HandleResource(const std::string& method, RequestTarget& t, const httplib::Request& req,
+                      httplib::Response& res);
+  void ServeWatch(const ServedResource& sr, RequestTarget& t, const httplib::Request& req,
+                  httplib::Response& res, const FaultDecision& fault);
+  void Respond(const ServedResource& sr, const httplib::Request& req, httplib::Response& res,
+               int code, const Object& obj);
+};
+
+ApiResult<Json> ApiServer::Impl::Apply(const Json& current, const Json& patch,
+                                       const ResourceInfo& r, const PatchOptions& o) {
+  ApplyOptions ao;
+  ao.field_manager = o.field_manager;
+  ao.force = o.force;
+  ao.subresource = o.subresource;
+  ao.now = FormatTimestamp(std::chrono::system_clock::now());
+  return ServerSideApply(current.is_null() ? nullptr : &current, patch, SchemaFor(r), r, ao);
+}
+
+const Schema* ApiServer::Impl::SchemaFor(const ResourceInfo& r) {
+  if (!r.custom) return schemas ? schemas->ForKind({r.group, r.version, r.kind}) : nullptr;
+  auto served = registry.Find(r.group, r.version, r.plural);
+  if (!served) return nullptr;
+  auto crd = CompiledFor(served->crd_name);
+  if (!crd) return nullptr;
+  const CrdVersion* v = crd->Version(r.version);
+  // The compiled CRD outlives this call: the registry entry holds the CRD
+  // snapshot and crds keeps the compiled form until the CRD is replaced.
+  return v ? v->schema : nullptr;
+}
+
+bool ApiServer::Impl::HandleControl(const std::string& method, const httplib::Request& req,
+                                    httplib::Response& res) {
+  const std::string& path = req.path;
+  if (!StartsWith(path, "/gpuop-sim/")) return false;
+  if (path == "/gpuop-sim/faults") {
+    if (method == "GET") {
+      WriteJson(res, 200, faults.ToJson());
+    } else if (method == "PUT" || method == "POST") {
+      std::string spec = req.body;
+      try {
+        Json j = Json::parse(req.body);
+        if (j.is_object() && j.contains("spec") && j["spec"].is_string()) spec = j["spec"];
+      } catch (const std::exception&) {
+        // a plain-text spec
+      }
+      Status s = faults.Set(spec);
+      if (!s.ok()) {
+        WriteError(res, BadRequestError(s.message()));
+      } else {
+        LogInfo("fault rules set", {{"spec", spec}});
+        WriteJson(res, 200, faults.ToJson());
+      }
+    } else if (method == "DELETE") {
+      faults.Clear();
+      WriteJson(res, 200, faults.ToJson());
+    } else {
+      WriteError(res, MethodNotAllowedError({"", "faults"}, ""));
+    }
+    return true;
+  }
+  if (path == "/gpuop-sim/audit") {
+    if (method == "DELETE") {
+      audit.ResetCounters();
+      WriteJson(res, 200, audit.Counters());
+      return true;
+    }
+    StoreCounters sc = store->Counters();
+    Json st{{"objects", sc.objects},          {"objectCount", sc.object_count},
+            {"approxBytes", sc.approx_bytes}, {"resourceVersion", sc.resource_version},
+            {"watchers", sc.watchers},        {"watchersClosedSlow", sc.watchers_closed_slow}};
+    Json out = audit.Counters();
+    out["store"] = std::move(st);
+    WriteJson(res, 200, out);
+    return true;
+  }
+  if (path == "/gpuop-sim/compact" && method == "POST") {
+    uint64_t rv = store->CurrentResourceVersion();
+    store->ForceCompaction(rv);
+    WriteJson(res, 200, {{"compactedResourceVersion", std::to_string(rv)}});
+    return true;
+  }
+  if (path == "/gpuop-sim/bookmarks" && method == "POST") {
+    store->SendBookmarks();
+    WriteJson(res, 200, Json::object());
+    return true;
+  }
+  WriteError(res, NotServedError());
+  return true;
+}
+
+bool ApiServer::Impl::HandleDiscovery(const httplib::Request& req, httplib::Response& res) {
+  const std::string& path = req.path;
+  std::string accept = req.get_header_value("Accept");
+  if (path == "/version" || path == "/version/") {
+    WriteJson(res, 200, VersionInfo());
+    return true;
+  }
+  if (path == "/api" || path == "/api/" || path == "/apis" || path == "/apis/") {
+    bool legacy = StartsWith(path, "/api") && !StartsWith(path, "/apis");
+    std::string agg = AggregatedDiscoveryVersion(accept);
+    if (!agg.empty()) {
+      WriteJson(res, 200, AggregatedDiscovery(registry, legacy, agg), AggregatedContentType(agg));
+      return true;
+    }
+    WriteJson(res, 200,
+              legacy ? ApiVersions(host + ":" + std::to_string(port)) : ApiGroupList(registry));
+    return true;
+  }
+  if (path == "/openapi/v3" || path == "/openapi/v3/") {
+    res.status = 200;
+    res.set_content(openapi->index(), kJson);
+    return true;
+  }
+  if (StartsWith(path, "/openapi/v3/")) {
+    const std::string* doc = openapi->Find(path.substr(std::string("/openapi/v3/").size()));
+    if (doc == nullptr) {
+      WriteError(res, NotServedError());
+    } else {
+      res.status = 200;
+      res.set_header("Cache-Control", "public, immutable");
+      res.set_content(*doc, kJson);
+    }
+    return true;
+  }
+  std::vector<std::string> seg = Split(path, '/');
+  if (seg.size() == 2 && seg[0] == "api") {
+    Json list = ApiResourceList(registry, "", seg[1]);
+    if (list.is_null())
+      WriteError(res, NotServedError());
+    else
+      WriteJson(res, 200, list);
+    return true;
+  }
+  if (seg.size() == 2 && seg[0] == "apis") {
+    Json g = ApiGroup(registry, seg[1]);
+    if (g.is_null())
+      WriteError(res, NotServedError());
+    else
+      WriteJson(res, 200, g);
+    return true;
+  }
+  if (seg.size() == 3 && seg[0] == "apis") {
+    Json list = ApiResourceList(registry, seg[1], seg[2]);
+    if (list.is_null())
+      WriteError(res, NotServedError());
+    else
+      WriteJson(res, 200, list);
+    return true;
+  }
+  return false;
+}
+
+void ApiServer::Impl::Respond(const ServedResource& sr, const httplib::Request& req,
+                              httplib::Response& res, int code, const Object& obj) {
+  if (WantsTable(req.get_header_value("Accept"))) {
+    TableOptions to;
+    to.include_object = QueryParam(req, "includeObject");
+    if (to.include_object.empty()) to.include_object = "PartialObjectMetadata";
+    to.resource_version = obj->value("metadata", Json::object()).value("resourceVersion", "");
+    WriteJson(res, code, ToTable(sr, {*obj}, to));
+    return;
+  }
+  WriteJson(res, code, *obj);
+}
+
+void ApiServer::Impl::Handle(const std::string& method, const httplib::Request& req,
+                             httplib::Response& res) {
+  const std::string& path = req.path;
+  if (path == "/healthz" || path == "/livez" || path == "/readyz" ||
+      StartsWith(path, "/healthz/") || StartsWith(path, "/livez/") ||
+      StartsWith(path, "/readyz/")) {
+    res.status = 200;
+    res.set_content("ok", "text/plain; charset=utf-8");
+    return;
+  }
+  if (!Authenticated(req)) {
+    WriteError(res, UnauthorizedError());
+    audit.Record({method, "", "", "", "", "", "system:anonymous", 401});
+    return;
+  }
+  if (HandleControl(method, req, res)) return;
+  faults.WaitWhilePaused();
+  if (stopping) {
+    WriteError(res, ServiceUnavailableError("the server is shutting down"));
+    return;
+  }
+  if (method == "GET" && HandleDiscovery(req, res)) return;
+
+  std::vector<std::string> seg = Split(path, '/');
+  RequestTarget t;
+  std::vector<std::string> rest;
+  if (seg.size() >= 3 && seg[0] == "api") {
+    t.version = seg[1];
+    rest.assign(seg.begin() + 2, seg.end());
+  } else if (seg.size() >= 4 && seg[0] == "apis") {
+    t.group = seg[1];
+    t.version = seg[2];
+    rest.assign(seg.begin() + 3, seg.end());
+  }
+  if (rest.empty() || !ParseResourcePath(rest, t)) {
+    WriteError(res, NotServedError());
+    return;
+  }
+  t.verb = VerbFor(method, t, req);
+  HandleResource(method, t, req, res);
+  audit.Record({t.verb, t.group, t.resource, t.subresource, t.ns, t.name, User(), res.status});
+}
+
+void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t,
+                                     const httplib::Request& req, httplib::Response& res) {
+  ServedPtr served = registry.Find(t.group, t.version, t.resource);
+  if (!served || (!t.ns.empty() && !served->info.namespaced)) {
+    WriteError(res, NotServedError());
+    return;
+  }
+  const ResourceInfo& info = served->info;
+  const GroupResource gr = info.Resource();
+  if (!t.subresource.empty()) {
+    bool ok = (t.subresource == "status" && info.subresources.status) ||
+              (t.subresource == "eviction" && info.subresources.eviction && method == "POST");
+    if (!ok || t.name.empty()) {
+      WriteError(res, NotServedError());
+      return;
+    }
+    if (t.subresource == "eviction") t.verb = "create";
+  }
+  if ((method == "POST" && !t.name.empty() && t.subresource != "eviction") ||
+      ((method == "PUT" || method == "PATCH") && t.name.empty()) ||
+      (t.verb == "deletecollection" && !info.HasVerb("deletecollection"))) {
+    WriteError(res, MethodNotAllowedError(gr, t.name));
+    return;
+  }
+
+  FaultDecision fault = faults.Decide(t.verb, t.resource, t.group);
+  if (fault.latency.count() > 0) SleepInterruptible(fault.latency);
+  if (fault.error_code) {
+    WriteError(res, InjectedError(*fault.error_code, fault.retry_after_s));
+    return;
+  }
+
+  // Bodies are JSON (or YAML); protobuf, which client-go's typed clients send
+  // (kubectl create configmap/secret/..., kubectl drain), is not spoken here.
+  std::string content_type = req.get_header_value("Content-Type");
+  if ((method == "POST" || method == "PUT" || method == "PATCH") &&
+      StartsWith(content_type, "application/vnd.kubernetes.protobuf")) {
+    WriteError(res, UnsupportedMediaTypeError(
+                        "the API emulator (gpuop sim apiserver) accepts JSON and YAML bodies "
+                        "only, not " +
+                        content_type +
+                        "; use kubectl create/apply -f with a manifest instead of a generator"));
+    return;
+  }
+  bool yaml_body = StartsWith(content_type, "application/yaml");
+
+  auto field_validation = ParseFieldValidation(QueryParam(req, "fieldValidation"));
+  if (!field_validation.ok()) {
+    WriteError(res, BadRequestError(field_validation.status().message()));
+    return;
+  }
+  bool dry_run = req.has_param("dryRun");
+  std::vector<std::string> warnings;
+  auto send_warnings = [&] {
+    for (const auto& w : warnings) {
+      res.headers.emplace("Warning", "299 - " + JsonQuote(w));
+    }
+  };
+
+  // Built-in bodies are decoded against their schema, custom resources
+  // against their CRD's, with the request's fieldValidation.
+  auto check_body = [&](Json& body) -> ApiStatus {
+    if (!body.is_object()) {
+      return BadRequestError("the body of the request must be a JSON object");
+    }
+    std::string api_version = body.value("apiVersion", "");
+    std::string kind = body.value("kind", "");
+    if (!api_version.empty() && api_version != info.ApiVersion()) {
+      return BadRequestError("the API version in the data (" + api_version +
+                             ") does not match the expected API version (" + info.ApiVersion() +
+                             ")");
+    }
+    if (!kind.empty() && kind != info.kind) {
+      return BadRequestError("the kind in the data (" + kind +
+                             ") does not match the expected kind (" + info.kind + ")");
+    }
+    body["apiVersion"] = info.ApiVersion();
+    body["kind"] = info.kind;
+    if (info.custom) {
+      auto crd = CompiledFor(served->crd_name);
+      if (!crd) return ApiStatus::Ok();
+      return PrepareCustomResource(*crd, info.version, body, *field_validation, &warnings);
+    }
+    if (!schemas) return ApiStatus::Ok();
+    return DecodeBuiltinBody(*schemas, info, body, *field_validation, &warnings);
+  };
+
+  if (t.verb == "watch") {
+    ServeWatch(*served, t, req, res, fault);
+    return;
+  }
+
+  if (t.verb == "get") {
+    auto got = store->Get(info, t.ns, t.name);
+    if (!got.ok()) return WriteError(res, got.error());
+    return Respond(*served, req, res, 200, *got);
+  }
+
+  if (t.verb == "list") {
+    ListOptions lo;
+    lo.label_selector = QueryParam(req, "labelSelector");
+    lo.field_selector = QueryParam(req, "fieldSelector");
+    lo.continue_token = QueryParam(req, "continue");
+    lo.resource_version = QueryParam(req, "resourceVersion");
+    lo.resource_version_match = QueryParam(req, "resourceVersionMatch");
+    if (req.has_param("limit")) {
+      auto l = ParseUint(QueryParam(req, "limit"));
+      if (l) lo.limit = static_cast<int64_t>(*l);
+    }
+    if (fault.gone && !lo.continue_token.empty()) {
+      return WriteError(
+          res, ResourceExpiredError("The provided continue parameter is too old to display a "
+                                    "consistent list result. You can start a new list without the "
+                                    "continue parameter. (injected fault)"));
+    }
+    auto list = store->List(info, t.ns, lo);
+    if (!list.ok()) return WriteError(res, list.error());
+    if (WantsTable(req.get_header_value("Accept"))) {
+      std::vector<Json> items;
+      items.reserve(list->items.size());
+      for (const auto& o : list->items) items.push_back(*o);
+      TableOptions to;
+      to.include_object = QueryParam(req, "includeObject");
+      if (to.include_object.empty()) to.include_object = "PartialObjectMetadata";
+      to.resource_version = list->resource_version;
+      to.continue_token = list->continue_token;
+      to.remaining_item_count = list->remaining_item_count;
+      return WriteJson(res, 200, ToTable(*served, items, to));
+    }
+    return WriteJson(res, 200, list->ToJson(info));
+  }
+
+  WriteContext write_ctx;
+  write_ctx.field_manager = QueryParam(req, "fieldManager");
+  write_ctx.subresource = t.subresource;
+  write_ctx.apply = method == "PATCH" &&
+                    StartsWith(req.get_header_value("Content-Type"), "application/apply-patch");
+  if (write_ctx.field_manager.empty() && !write_ctx.apply) {
+    // The real server names the manager after the client's User-Agent.
+    std::string ua = req.get_header_value("User-Agent");
+    write_ctx.field_manager = ua.substr(0, ua.find('/'));
+    if (write_ctx.field_manager.empty()) write_ctx.field_manager = "unknown";
+  }
+  ScopedWrite scoped_write(&write_ctx);
+
+  if (t.subresource == "eviction") {
+    auto body = ParseBody(req.body, false);
+    if (!body.ok()) return WriteError(res, body.error());
+    std::string evict_name = body->value("metadata", Json::object()).value("name", "");
+    if (!evict_name.empty() && evict_name != t.name) {
+      return WriteError(res, BadRequestError("name in URL does not match name in Eviction object"));
+    }
+    DeleteOptions d;
+    d.dry_run = dry_run;
+    Json opts = body->value("deleteOptions", Json::object());
+    if (opts.contains("gracePeriodSeconds") && opts["gracePeriodSeconds"].is_number_integer()) {
+      d.grace_period_seconds = opts["gracePeriodSeconds"].get<int64_t>();
+    }
+    auto del = store->Delete(info, t.ns, t.name, d);
+    if (!del.ok()) return WriteError(res, del.error());
+    return WriteJson(res, 201,
+                     {{"kind", "Status"},
+                      {"apiVersion", "v1"},
+                      {"metadata", Json::object()},
+                      {"status", "Success"},
+                      {"code", 201}});
+  }
+
+  if (t.verb == "create") {
+    auto body = ParseBody(req.body, yaml_body);
+    if (!body.ok()) return WriteError(res, body.error());
+    Json obj = std::move(body).value();
+    if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
+    std::string body_ns = obj["metadata"].is_object() ? obj["metadata"].value("namespace", "") : "";
+    if (info.namespaced && !body_ns.empty() && !t.ns.empty() && body_ns != t.ns) {
+      return WriteError(res, BadRequestError("the namespace of the provided object does not match "
+                                             "the namespace sent on the request"));
+    }
+    CreateOptions co;
+    co.dry_run = dry_run;
+    auto created = store->Create(info, t.ns, std::move(obj), co);
+    if (!created.ok()) return WriteError(res, created.error());
+    if (!dry_run) AfterWrite(t, info, (*created)->at("metadata").value("name", ""));
+    send_warnings();
+    return Respond(*served, req, res, 201, *created);
+  }
+
+  if (t.verb == "update") {
+    auto body = ParseBody(req.body, yaml_body);
+    if (!body.ok()) return WriteError(res, body.error());
+    Json obj = std::move(body).value();
+    if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
+    std::string body_name = obj["metadata"].is_object() ? obj["metadata"].value("name", "") : "";
+    if (body_name != t.name) {
+      return WriteError(res,
+                        BadRequestError("the name of the object (" + body_name +
+                                        ") does not match the name on the URL (" + t.name + ")"));
+    }
+    UpdateOptions uo;
+    uo.subresource = t.subresource;
+    uo.dry_run = dry_run;
+    auto updated = store->Update(info, t.ns, t.name, std::move(obj), uo);
+    if (!updated.ok()) return WriteError(res, updated.error());
+    if (!dry_run) AfterWrite(t, info, t.name);
+    send_warnings();
+    return Respond(*served, req, res, 200, *updated);
+  }
+
+  if (t.verb == "patch") {
+    auto type = PatchTypeFor(req.get_header_value("Content-Type"));
+    if (!type.ok()) return WriteError(res, UnsupportedMediaTypeError(type.status().message()));
+    if (*type == PatchType::kStrategicMerge && info.custom) {
+      return WriteError(
+          res, UnsupportedMediaTypeError(UnsupportedMediaTypeMessage(CustomResourcePatchTypes())));
+    }
+    auto body = ParseBody(req.body, *type == PatchType::kApply);
+    if (!body.ok()) return WriteError(res, body.error());
+    PatchOptions po;
+    po.type = *type;
+    po.subresource = t.subresource;
+    po.field_manager = QueryParam(req, "fieldManager");
+    po.force = TrueParam(req, "force");
+    po.dry_run = dry_run;
+    int code = 200;
+    if (*type == PatchType::kApply) {
+      if (po.field_manager.empty()) {
+        return WriteError(res, BadRequestError("PatchOptions.meta.k8s.io \"\" is invalid: "
+                                               "fieldManager: Required value: is required for "
+                                               "apply patch"));
+      }
+      Json preview = *body;
+      if (auto s = check_body(preview); !s.ok()) return WriteError(res, s.error());
+      if (!store->Get(info, t.ns, t.name).ok()) code = 201;
+    }
+    auto patched = store->Patch(info, t.ns, t.name, *body, po);
+    if (!patched.ok()) return WriteError(res, patched.error());
+    if (!dry_run) AfterWrite(t, info, t.name);
+    send_warnings();
+    return Respond(*served, req, res, code, *patched);
+  }
+
+  // delete / deletecollection
+  DeleteOptions d;
+  Json opts = Json::object();
+  if (!req.body.empty()) {
+    auto body = ParseBody(req.body, false);
+    if (!body.ok()) return WriteError(res, body.error());
+    if (body->is_object()) opts = std::move(body).value();
+  }
+  std::string policy = opts.value("propagationPolicy", QueryParam(req, "propagationPolicy"));
+  if (policy == "Foreground")
+    d.propagation = PropagationPolicy::kForeground;
+  else if (policy == "Orphan")
+    d.propagation = PropagationPolicy::kOrphan;
+  else if (policy == "Background")
+    d.propagation = PropagationPolicy::kBackground;
+  else if (!policy.empty()) {
+    return WriteError(res, BadRequestError("propagationPolicy \"" + policy +
+                                           "\" is not one of Foreground, Background, Orphan"));
+  }
+  if (opts.contains("orphanDependents") && opts["orphanDependents"].is_boolean() &&
+      !d.propagation) {
+    d.propagation = opts["orphanDependents"].get<bool>() ? PropagationPolicy::kOrphan
+                                                         : PropagationPolicy::kBackground;
+  }
+  if (opts.contains("gracePeriodSeconds") && opts["gracePeriodSeconds"].is_number_integer()) {
+    d.grace_period_seconds = opts["gracePeriodSeconds"].get<int64_t>();
+  } else if (req.has_param("gracePeriodSeconds")) {
+    if (auto g = ParseUint(QueryParam(req, "gracePeriodSeconds"))) {
+      d.grace_period_seconds = static_cast<int64_t>(*g);
+    }
+  }
+  if (opts.contains("preconditions") && opts["preconditions"].is_object()) {
+    const Json& pre = opts["preconditions"];
+    if (pre.contains("uid") && pre["uid"].is_string()) d.preconditions.uid = pre["uid"];
+    if (pre.contains("resourceVersion") && pre["resourceVersion"].is_string()) {
+      d.preconditions.resource_version = pre["resourceVersion"];
+    }
+  }
+  d.dry_run =
+      dry_run || (opts.contains("dryRun") && opts["dryRun"].is_array() && !opts["dryRun"].empty());
+
+  if (t.verb == "deletecollection") {
+    ListOptions lo;
+    lo.label_selector = QueryParam(req, "labelSelector");
+    lo.field_selector = QueryParam(req, "fieldSelector");
+    auto deleted = store->DeleteCollection(info, t.ns, lo, d);
+    if (!deleted.ok()) return WriteError(res, deleted.error());
+    if (!d.dry_run && info.group == kCrdGroup && info.plural == "customresourcedefinitions") {
+      for (const auto& o : deleted->items) AfterWrite(t, info, o->at("metadata").value("name", ""));
+    }
+    return WriteJson(res, 200, deleted->ToJson(info));
+  }
+
+  auto deleted = store->Delete(info, t.ns, t.name, d);
+  if (!deleted.ok()) return WriteError(res, deleted.error());
+  if (!d.dry_run) AfterWrite(t, info, t.name);
+  if (!deleted->deleted) return Respond(*served, req, res, 200, deleted->object);
+  Json details{{"name", t.name}, {"kind", info.plural}};
+  if (!info.group.empty()) details["group"] = info.group;
+  std::string uid =
+      deleted->object ? deleted->object->value("metadata", Json::object()).value("uid", "") : "";
+  if (!uid.empty()) details["uid"] = uid;
+  WriteJson(res, 200,
+            {{"kind", "Status"},
+             {"apiVersion", "v1"},
+             {"metadata", Json::object()},
+             {"status", "Success"},
+             {"details", std::move(details)}});
+}
+
+namespace {
+
+// The state of one watch stream, kept by the chunked content provider.
+struct WatchStream {
+  std::unique_ptr<Watcher> watcher;
+  ServedPtr resource;
+  bool table = false;
+  bool headers_sent = false;
+  std::string include_object;
+  std::chrono::steady_clock::time_point deadline;
+  std::optional<int> drop_after;
+  bool gone = false;
+  int sent = 0;
+};
+
+}  // namespace
+
+void ApiServer::Impl::ServeWatch(const ServedResource& sr, RequestTarget& t,
+                                 const httplib::Request& req, httplib::Response& res,
+                                 const FaultDecision& fault) {
+  WatchOptions wo;
+  wo.resource_version = QueryParam(req, "resourceVersion");
+  wo.label_selector = QueryParam(req, "labelSelector");
+  wo.field_selector = QueryParam(req, "fieldSelector");
+  wo.allow_bookmarks = TrueParam(req, "allowWatchBookmarks");
+  if (req.has_param("sendInitialEvents")) {
+    wo.send_initial_events = TrueParam(req, "sendInitialEvents");
+  }
+  if (!t.name.empty()) {
+    std::string by_name = "metadata.name=" + t.name;
+    wo.field_selector = wo.field_selector.empty() ? by_name : wo.field_selector + "," + by_name;
+  }
+  auto stream = std::make_shared<WatchStream>();
+  stream->resource = registry.Find(sr.info.group, sr.info.version, sr.info.plural);
+  if (!stream->resource) return WriteError(res, NotServedError());
+  stream->gone = fault.gone;
+  stream->drop_after = fault.drop_watch_after;
+  if (!fault.gone) {
+    auto w = store->Watch(sr.info, t.ns, wo);
+    if (!w.ok()) return WriteError(res, w.error());
+    stream->watcher = std::move(w).value();
+  }
+  stream->table = WantsTable(req.get_header_value("Accept"));
+  stream->include_object = QueryParam(req, "includeObject");
+  if (stream->include_object.empty()) stream->include_object = "PartialObjectMetadata";
+  auto timeout = opts.max_watch_duration;
+  if (auto s = ParseUint(QueryParam(req, "timeoutSeconds")); s && *s > 0) {
+    timeout = std::min<std::chrono::seconds>(timeout, std::chrono::seconds(*s));
+  }
+  stream->deadline = std::chrono::steady_clock::now() + timeout;
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache, private");
+
+  res.set_chunked_content_provider(
+      kWatchJson,
+      [this, stream](size_t, httplib::DataSink& sink) {
+        auto write_line = [&](const Json& j) {
+          std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+          return sink.write(line.data(), line.size());
+        };
+        if (stream->gone) {
+          ApiError e = ResourceExpiredError("too old resource version (injected fault)");
+          write_line({{"type", "ERROR"}, {"object", e.ToStatusJson()}});
+          sink.done();
+          return true;
+        }
+        if (stream->drop_after && stream->sent >= *stream->drop_after) return false;
+        while (true) {
+          if (stopping || std::chrono::steady_clock::now() >= stream->deadline) {
+            sink.done();
+            return true;
+          }
+          auto ev = stream->watcher->Next(milliseconds(200));
+          if (!ev) {
+            if (stream->watcher->closed()) {
+              sink.done();
+              return true;
+            }
+            continue;
+          }
+          Json j = ev->ToJson();
+          bool transformable = ev->type != WatchEvent::Type::kError &&
+                               ev->type != WatchEvent::Type::kBookmark && ev->object;
+          if (stream->table && transformable) {
+            TableOptions to;
+            to.include_object = stream->include_object;
+            to.include_headers = !stream->headers_sent;
+            to.resource_version = std::to_string(ev->resource_version);
+            j["object"] = ToTable(*stream->resource, {*ev->object}, to);
+            stream->headers_sent = true;
+          }
+          if (!write_line(j)) return false;
+          ++stream->sent;
+          if (ev->type == WatchEvent::Type::kError) {
+            sink.done();
+            return true;
+          }
+          if (stream->drop_after && stream->sent >= *stream->drop_after) return false;
+          return true;
+        }
+      },
+      [stream](bool) {
+        if (stream->watcher) stream->watcher->Stop();
+      });
+}
+
+// ---------------------------------------------------------------------------
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ApiServer::~ApiServer() { Stop(); }
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(ServerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  Impl* p = impl.get();
+  GPUOP_ASSIGN_OR_RETURN(auto hostport, ParseListen(p->opts.listen));
+  p->host = hostport.first;
+
+  GPUOP_RETURN_IF_ERROR(p->faults.Set(p->opts.faults));
+  if (!p->opts.audit_log.empty()) GPUOP_RETURN_IF_ERROR(p->audit.Open(p->opts.audit_log));
+
+  std::string dir = p->opts.openapi_dir.empty() ? DefaultOpenApiDir() : p->opts.openapi_dir;
+  GPUOP_ASSIGN_OR_RETURN(p->openapi, OpenApiDocs::Load(dir));
+  auto schemas = SchemaSet::LoadDirectory(dir);
+  if (!schemas.ok()) return schemas.status().Annotate("loading the OpenAPI schemas");
+  p->schemas = *schemas;
+
+  StoreOptions so = p->opts.store;
+  so.hooks.strategic_merge = [p](const Json& cur, const Json& patch, const ResourceInfo& r,
+                                 const PatchOptions&) { return p->StrategicMerge(cur, patch, r); };
+  so.hooks.apply = [p](const Json& cur, const Json& patch, const ResourceInfo& r,
+                       const PatchOptions& o) { return p->Apply(cur, patch, r, o); };
+  so.hooks.admit = [p](const ResourceInfo& r, Json& obj, const Json* old) {
+    return p->Admit(r, obj, old);
+  };
+  p->store = std::make_unique<Store>(std::move(so));
+
+  if (p->opts.tls) {
+    GPUOP_ASSIGN_OR_RETURN(p->tls, GenerateServingCert(p->host));
+    BIO* cb = BIO_new_mem_buf(p->tls.cert_pem.data(), static_cast<int>(p->tls.cert_pem.size()));
+    X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+    BIO_free(cb);
+    BIO* kb = BIO_new_mem_buf(p->tls.key_pem.data(), static_cast<int>(p->tls.key_pem.size()));
+    EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+    BIO_free(kb);
+    if (cert == nullptr || key == nullptr) {
+      X509_free(cert);
+      EVP_PKEY_free(key);
+      return Internal("loading the generated serving certificate failed");
+    }
+    auto server = std::make_unique<httplib::SSLServer>(cert, key);
+    X509_free(cert);  // SSL_CTX holds its own references
+    EVP_PKEY_free(key);
+    if (!server->is_valid()) return Internal("the TLS server could not be set up");
+    p->http = std::move(server);
+  } else {
+    p->http = std::make_unique<httplib::Server>();
+  }
+  size_t threads = std::max<size_t>(p->opts.threads, 4);
+  p->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would
+  // let a second emulator bind the same port and share its connections.
+  p->http->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  p->http->set_keep_alive_max_count(1000);
+  p->http->set_keep_alive_timeout(5);
+  p->http->set_read_timeout(30);
+  p->http->set_write_timeout(30);
+  auto handler = [p](const char* method) {
+    return [p, method](const httplib::Request& req, httplib::Response& res) {
+      p->Handle(method, req, res);
+    };
+  };
+  p->http->Get(".*", handler("GET"));
+  p->http->Post(".*", handler("POST"));
+  p->http->Put(".*", handler("PUT"));
+  p->http->Patch(".*", handler("PATCH"));
+  p->http->Delete(".*", handler("DELETE"));
+  p->http->set_exception_handler(
+      [p](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LogError("request failed", {{"error", what}});
+        p->WriteError(res, InternalServerError(what));
+      });
+
+  if (hostport.second == 0) {
+    p->port = p->http->bind_to_any_port(p->host);
+  } else {
+    p->port = p->http->bind_to_port(p->host, hostport.second) ? hostport.second : -1;
+  }
+  if (p->port <= 0) {
+    return Unavailable("cannot listen on " + p->opts.listen +
+                       ": the address is in use or not local; pick another --listen");
+  }
+  p->listener = std::thread([p] { p->http->listen_after_bind(); });
+  LogInfo("API emulator serving (not for production)",
+          {{"url", p->Url()}, {"tls", p->opts.tls}, {"auth", !p->opts.token.empty()}});
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+void ApiServer::Stop() {
+  if (!impl_) return;
+  if (impl_->stopping.exchange(true)) return;
+  impl_->faults.Shutdown();
+  if (impl_->http) impl_->http->stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+  {
+    std::lock_guard lock(impl_->stop_mu);
+    impl_->stopped = true;
+  }
+  impl_->stop_cv.notify_all();
+}
+
+void ApiServer::Wait() {
+  std::unique_lock lock(impl_->stop_mu);
+  impl_->stop_cv.wait(lock, [&] { return impl_->stopped; });
+}
+
+std::string ApiServer::url() const { return impl_->Url(); }
+std::string ApiServer::host() const { return impl_->host; }
+int ApiServer::port() const { return impl_->port; }
+const std::string& ApiServer::ca_cert_pem() const { return impl_->tls.ca_cert_pem; }
+
+KubeconfigParams ApiServer::kubeconfig() const {
+  KubeconfigParams k;
+  k.server = url();
+  k.ca_cert_pem = impl_->tls.ca_cert_pem;
+  k.token = impl_->opts.token;
+  return k;
+}
+
+Store& ApiServer::store() { return *impl_->store; }
+Registry& ApiServer::registry() { return impl_->registry; }
+FaultInjector& ApiServer::faults() { return impl_->faults; }
+AuditLog& ApiServer::audit() { return impl_->audit; }
+
+}  // namespace gpuop::simkube
