@@ -11,6 +11,26 @@ namespace gpuop::simkube {
 
 namespace {
 
+// The JSON type of a value as the real server names it in validation errors.
+const char* JsonTypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::boolean:
+      return "boolean";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::number_float:
+      return "number";
+    default:
+      return "integer";
+  }
+}
+
 const Json& Get(const Json& obj, const char* key) {
   static const Json kNull;
   if (!obj.is_object()) return kNull;
@@ -281,24 +301,8 @@ class CrWalker {
     return j.dump();
   }
 
-  static const char* TypeName(const Json& v) {
-    switch (v.type()) {
-      case Json::value_t::string:
-        return "string";
-      case Json::value_t::boolean:
-        return "boolean";
-      case Json::value_t::array:
-        return "array";
-      case Json::value_t::object:
-        return "object";
-      case Json::value_t::null:
-        return "null";
-      case Json::value_t::number_float:
-        return "number";
-      default:
-        return "integer";
-    }
-  }
+  static const char* TypeName(const Json& v) { return JsonTypeName(v); }
+
 
   static bool IsIntegral(const Json& v) {
     if (v.is_number_integer() || v.is_number_unsigned()) return true;
@@ -697,22 +701,7 @@ CustomResourceFindings CompiledCrd::PrepareObject(std::string_view version, Json
   return out;
 }
 
-std::string CompiledCrd::TypeNameOf(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::string:
-      return "string";
-    case Json::value_t::boolean:
-      return "boolean";
-    case Json::value_t::array:
-      return "array";
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::object:
-      return "object";
-    default:
-      return "number";
-  }
-}
+std::string CompiledCrd::TypeNameOf(const Json& v) { return JsonTypeName(v); }
 
 ApiStatus ValidateCrdObject(const Json& crd) {
   std::vector<FieldError> errs = ValidateCrd(crd);
