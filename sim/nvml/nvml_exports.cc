@@ -301,6 +301,20 @@ nvmlReturn_t ResolveGpu(nvmlDevice_t d, Ctx* c, bool allow_lost = false) {
   return c->mig ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
 }
 
+// A getter of one value: resolves the handle (whole GPUs only, or MIG device
+// handles too), checks the output pointer, stores what `value` computes.
+template <typename T, typename F>
+nvmlReturn_t GetOne(nvmlDevice_t device, T* out, bool gpu_only, F&& value) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    nvmlReturn_t r = gpu_only ? ResolveGpu(device, &c) : ResolveDevice(device, &c);
+    if (r != NVML_SUCCESS) return r;
+    if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *out = static_cast<T>(value(c));
+    return NVML_SUCCESS;
+  });
+}
+
 nvmlReturn_t ResolveGiHandle(nvmlGpuInstance_t h, Ctx* c) {
   {
     Library& lib = Lib();
@@ -768,33 +782,18 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
 }
 
 nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
-    if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *type = static_cast<nvmlBrandType_t>(c.model().brand);
-    return NVML_SUCCESS;
-  });
+  return GetOne(device, type, /*gpu_only=*/false,
+                [&](const Ctx& c) { return static_cast<nvmlBrandType_t>(c.model().brand); });
 }
 
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
-    if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *arch = c.model().architecture;
-    return NVML_SUCCESS;
-  });
+  return GetOne(device, arch, /*gpu_only=*/false,
+                [&](const Ctx& c) { return c.model().architecture; });
 }
 
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
-    if (node == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *node = static_cast<unsigned>(c.gpu->numa_node);
-    return NVML_SUCCESS;
-  });
+  return GetOne(device, node, /*gpu_only=*/false,
+                [&](const Ctx& c) { return static_cast<unsigned>(c.gpu->numa_node); });
 }
 
 // ---- Topology ---------------------------------------------------------------
@@ -1026,13 +1025,7 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRo
 }
 
 nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
-    if (value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *value = c.rt->pcie_replays;
-    return NVML_SUCCESS;
-  });
+  return GetOne(device, value, /*gpu_only=*/true, [&](const Ctx& c) { return c.rt->pcie_replays; });
 }
 
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
@@ -1159,12 +1152,8 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
-    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = c.model().mig_capable() ? c.model().compute_slices : 0;
-    return NVML_SUCCESS;
+  return GetOne(device, count, /*gpu_only=*/true, [&](const Ctx& c) {
+    return c.model().mig_capable() ? c.model().compute_slices : 0;
   });
 }
 
@@ -1669,13 +1658,8 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes) {
-  return Guard([&]() -> nvmlReturn_t {
-    Ctx c;
-    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
-    if (eventTypes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *eventTypes = kSupportedEvents;
-    return NVML_SUCCESS;
-  });
+  return GetOne(device, eventTypes, /*gpu_only=*/false,
+                [](const Ctx&) { return kSupportedEvents; });
 }
 
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
