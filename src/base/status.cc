@@ -13,6 +13,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kPermissionDenied: return "PermissionDenied";
     case StatusCode::kUnavailable: return "Unavailable";
     case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::kAborted: return "Aborted";
     case StatusCode::kInternal: return "Internal";
   }
   return "Unknown";
@@ -31,7 +32,7 @@ Status Status::Annotate(std::string_view context) const {
   std::string m(context);
   m += ": ";
   m += message_;
-  return {code_, std::move(m)};
+  return Status(code_, std::move(m)).WithHttpStatus(http_status_);
 }
 
 }  // namespace gpuop

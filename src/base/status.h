@@ -24,6 +24,7 @@ enum class StatusCode {
   kPermissionDenied,
   kUnavailable,        // transient: retrying later may work
   kDeadlineExceeded,
+  kAborted,            // a concurrent change won (optimistic-concurrency conflict): re-read, retry
   kInternal,           // a broken invariant or an unexpected environment error
 };
 
@@ -46,9 +47,20 @@ class [[nodiscard]] Status {
   // Prefixes context, keeping the code: "reading /x: <message>".
   Status Annotate(std::string_view context) const;
 
+  // The HTTP status of the failed request behind this Status (an API server
+  // answer), 0 when there was none. Callers branch on it where the code is
+  // too coarse: 410 Gone means "re-list", 429 "slow down".
+  int http_status() const { return http_status_; }
+  Status WithHttpStatus(int http_status) const {
+    Status s = *this;
+    s.http_status_ = http_status;
+    return s;
+  }
+
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  int http_status_ = 0;
 };
 
 inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
@@ -62,6 +74,10 @@ inline Status PermissionDenied(std::string m) {
   return {StatusCode::kPermissionDenied, std::move(m)};
 }
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 template <typename T>

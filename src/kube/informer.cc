@@ -1,0 +1,647 @@
+#include "kube/informer.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "base/log.h"
+#include "kube/object.h"
+
+namespace gpuop::kube {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Waits longer than this are treated as "no deadline" (now() + max overflows).
+constexpr auto kForever = std::chrono::hours(24 * 365);
+
+std::string InformerName(const InformerOptions& o) {
+  std::string name = o.resource.QualifiedName();
+  if (o.resource.namespaced && !o.ns.empty()) name += " in " + o.ns;
+  if (!o.label_selector.empty()) name += " labels " + o.label_selector;
+  if (!o.field_selector.empty()) name += " fields " + o.field_selector;
+  return name;
+}
+
+// Calls a handler, keeping an exception in user code from ending the informer.
+template <typename Fn>
+void CallHandler(const std::string& informer, std::string_view what, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    LogError("informer event handler threw",
+             {{"informer", informer}, {"event", what}, {"error", e.what()}});
+  } catch (...) {
+    LogError("informer event handler threw", {{"informer", informer}, {"event", what}});
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> IndexByNamespace(const Json& obj) {
+  std::string ns = Namespace(obj);
+  if (ns.empty()) return {};
+  return {std::move(ns)};
+}
+
+std::vector<std::string> IndexBySpecNodeName(const Json& obj) {
+  auto spec = obj.find("spec");
+  if (spec == obj.end() || !spec->is_object()) return {};
+  auto node = spec->find("nodeName");
+  if (node == spec->end() || !node->is_string() || node->get_ref<const std::string&>().empty()) {
+    return {};
+  }
+  return {node->get<std::string>()};
+}
+
+std::vector<std::string> IndexByName(const Json& obj) {
+  std::string name = Name(obj);
+  if (name.empty()) return {};
+  return {std::move(name)};
+}
+
+IndexFunc NodeNameIndexFor(const Resource& resource) {
+  if (resource.group.empty() && resource.resource == "nodes") return IndexByName;
+  return IndexBySpecNodeName;
+}
+
+void StripManagedFields(Json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta != obj.end() && meta->is_object()) meta->erase("managedFields");
+}
+
+// --- Informer ---
+
+Informer::Informer(Client* client, InformerOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      name_(InformerName(options_)),
+      backoff_(options_.initial_backoff, options_.max_backoff) {
+  indexes_.emplace(std::string(kNamespaceIndex), Index{IndexByNamespace, {}});
+  indexes_.emplace(std::string(kNodeNameIndex), Index{NodeNameIndexFor(options_.resource), {}});
+}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::Start(std::stop_token stop) {
+  std::lock_guard lock(thread_mu_);
+  if (thread_.joinable()) return;
+  thread_ = std::jthread([this](std::stop_token own) {
+    Status s = Run(own);
+    if (!s.ok()) LogError("informer cannot run", {{"informer", name_}, {"error", s}});
+  });
+  if (stop.stop_possible()) {
+    parent_stop_.emplace(stop,
+                         [source = thread_.get_stop_source()]() mutable { source.request_stop(); });
+  }
+}
+
+void Informer::Stop() {
+  std::jthread thread;
+  {
+    std::lock_guard lock(thread_mu_);
+    parent_stop_.reset();  // waits for a callback already running
+    thread = std::move(thread_);
+  }
+  if (thread.joinable()) {
+    thread.request_stop();
+    thread.join();
+  }
+}
+
+Status Informer::Run(std::stop_token stop) {
+  if (client_ == nullptr) {
+    return FailedPrecondition("informer for " + name_ +
+                              " has no API client to list and watch with");
+  }
+  std::jthread resync;
+  if (options_.resync_period.count() > 0) {
+    resync = std::jthread([this, stop](std::stop_token) { ResyncLoop(stop); });
+  }
+  LogDebug("informer starting", {{"informer", name_}});
+
+  bool need_list = true;
+  // Consecutive attempts that made no progress (a failed list, a watch that
+  // failed or ended before delivering anything); a watch that delivers
+  // events resets it. It sizes the backoff.
+  int failures = 0;
+  int watch_failures = 0;  // consecutive failed watches since the last list
+  while (!stop.stop_requested()) {
+    if (need_list) {
+      if (!ListAndReplace()) {
+        BackOff(++failures, stop);
+        continue;
+      }
+      need_list = false;
+      watch_failures = 0;
+    }
+    uint64_t events = 0;
+    const auto started = SteadyClock::now();
+    const WatchEnd end = WatchOnce(stop, &events);
+    const bool progressed = events > 0;
+    if (progressed) failures = 0;
+    switch (end) {
+      case WatchEnd::kStopped:
+        break;
+      case WatchEnd::kEnded:
+        // The server's timeout: re-watch from the last version at once,
+        // unless it keeps ending streams before anything happens.
+        watch_failures = 0;
+        if (!progressed && SteadyClock::now() - started < std::chrono::seconds(1)) {
+          BackOff(++failures, stop);
+        }
+        break;
+      case WatchEnd::kRelist:
+        // The first 410 re-lists at once; 410s in a row back off.
+        need_list = true;
+        if (!progressed && ++failures > 1) BackOff(failures - 1, stop);
+        break;
+      case WatchEnd::kFailed:
+        if (progressed) {
+          watch_failures = 0;  // broke after progress: pick up where it stopped
+          break;
+        }
+        if (++watch_failures >= options_.watch_failures_before_relist) {
+          LogDebug("informer re-lists after failed watches",
+                   {{"informer", name_}, {"failures", watch_failures}});
+          need_list = true;
+        }
+        BackOff(++failures, stop);
+        break;
+    }
+  }
+  LogDebug("informer stopped", {{"informer", name_}});
+  return Status::Ok();
+}
+
+bool Informer::ListAndReplace() {
+  // Page by page rather than Client::ListAll: each page's objects are
+  // transformed and made snapshots before the next page is read, so the peak
+  // is the cache plus one page, and what the transform drops (managedFields:
+  // often half a node) is freed while its memory can still be reused.
+  ListOptions list_options;
+  list_options.label_selector = options_.label_selector;
+  list_options.field_selector = options_.field_selector;
+  list_options.limit = options_.page_size;
+  std::vector<ObjectPtr> objects;
+  std::string resource_version;
+  bool restarted = false;
+  while (true) {
+    auto page = client_->List(options_.resource, options_.ns, list_options);
+    if (!page.ok()) {
+      if (IsGone(page.status()) && !list_options.continue_token.empty() && !restarted) {
+        // The snapshot behind the continue token expired: start over, once.
+        LogDebug("informer list snapshot expired; listing again", {{"informer", name_}});
+        restarted = true;
+        objects.clear();
+        list_options.continue_token.clear();
+        continue;
+      }
+      const uint64_t errors = ++list_errors_;
+      LogDebug("informer list failed", {{"informer", name_}, {"error", page.status()}});
+      if (errors == 5) {
+        LogWarn("informer cannot list; retrying with backoff",
+                {{"informer", name_}, {"error", page.status()}});
+      }
+      return false;
+    }
+    // Every page reports the resourceVersion of the list's snapshot.
+    if (list_options.continue_token.empty()) resource_version = page->resource_version;
+    objects.reserve(objects.size() + page->items.size());
+    for (Json& item : page->items) objects.push_back(Intern(std::move(item)));
+    list_options.continue_token = std::move(page->continue_token);
+    if (list_options.continue_token.empty()) break;
+  }
+  const size_t count = objects.size();
+  ReplaceObjects(std::move(objects), std::move(resource_version));
+  ++lists_;
+#if defined(__GLIBC__)
+  // The pages' bodies and parse buffers were freed; hand free pages back so
+  // the footprint is what the cache holds.
+  malloc_trim(0);
+#endif
+  LogDebug("informer listed",
+           {{"informer", name_}, {"objects", count}, {"resourceVersion", LastResourceVersion()}});
+  return true;
+}
+
+Informer::WatchEnd Informer::WatchOnce(std::stop_token stop, uint64_t* events) {
+  WatchOptions watch_options;
+  watch_options.label_selector = options_.label_selector;
+  watch_options.field_selector = options_.field_selector;
+  watch_options.resource_version = LastResourceVersion();
+  watch_options.allow_bookmarks = true;
+  watch_options.timeout = std::chrono::seconds(static_cast<int64_t>(
+      static_cast<double>(options_.watch_timeout.count()) * (1.0 + backoff_.Uniform())));
+  ++watches_;
+
+  bool relist = false;
+  uint64_t applied = 0;
+  Status s = client_->Watch(
+      options_.resource, options_.ns, watch_options,
+      [&](WatchEvent&& event) {
+        if (event.type == WatchEvent::Type::kError) {
+          const int code = event.object.is_object() ? event.object.value("code", 0) : 0;
+          if (code == 410) {
+            ++gone_;
+          } else {
+            ++watch_errors_;
+          }
+          LogDebug("informer watch error event; re-listing",
+                   {{"informer", name_}, {"code", code}, {"status", event.object.dump()}});
+          relist = true;
+          return false;
+        }
+        ApplyEvent(std::move(event));
+        ++applied;
+        return true;
+      },
+      stop);
+  *events = applied;
+  if (stop.stop_requested()) return WatchEnd::kStopped;
+  if (relist) return WatchEnd::kRelist;
+  if (IsGone(s)) {
+    ++gone_;
+    LogDebug("informer watch expired; re-listing", {{"informer", name_}, {"error", s}});
+    return WatchEnd::kRelist;
+  }
+  if (!s.ok()) {
+    ++watch_errors_;
+    LogDebug("informer watch failed", {{"informer", name_}, {"events", applied}, {"error", s}});
+    return WatchEnd::kFailed;
+  }
+  return WatchEnd::kEnded;
+}
+
+bool Informer::BackOff(int failures, std::stop_token stop) {
+  // Equal jitter: between half and all of the doubled delay.
+  const auto cap = BackoffDelay(failures, options_.initial_backoff, options_.max_backoff, 1.0);
+  const auto delay = std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(cap.count()) * (0.5 + 0.5 * backoff_.Uniform())));
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait_for(lock, stop, delay, [] { return false; });
+  return !stop.stop_requested();
+}
+
+void Informer::ResyncLoop(std::stop_token stop) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  while (true) {
+    {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, stop, options_.resync_period, [] { return false; });
+    }
+    if (stop.stop_requested()) return;
+    if (HasSynced()) Resync();
+  }
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop) const {
+  std::unique_lock lock(sync_mu_);
+  auto synced = [this] { return synced_.load(std::memory_order_acquire); };
+  if (timeout >= kForever) return sync_cv_.wait(lock, stop, synced);
+  return sync_cv_.wait_for(lock, stop, timeout, synced);
+}
+
+void Informer::SetSynced() {
+  if (synced_.load(std::memory_order_acquire)) return;
+  {
+    std::lock_guard lock(sync_mu_);
+    synced_.store(true, std::memory_order_release);
+  }
+  sync_cv_.notify_all();
+  LogDebug("informer synced", {{"informer", name_}});
+}
+
+std::string Informer::LastResourceVersion() const {
+  std::shared_lock lock(cache_mu_);
+  return last_resource_version_;
+}
+
+ObjectPtr Informer::Get(std::string_view key) const {
+  std::shared_lock lock(cache_mu_);
+  auto it = objects_.find(std::string(key));
+  return it == objects_.end() ? nullptr : it->second;
+}
+
+std::vector<ObjectPtr> Informer::List() const {
+  std::shared_lock lock(cache_mu_);
+  std::vector<ObjectPtr> out;
+  out.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) out.push_back(obj);
+  return out;
+}
+
+std::vector<std::string> Informer::ListKeys() const {
+  std::shared_lock lock(cache_mu_);
+  std::vector<std::string> out;
+  out.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) out.push_back(key);
+  return out;
+}
+
+size_t Informer::Size() const {
+  std::shared_lock lock(cache_mu_);
+  return objects_.size();
+}
+
+Status Informer::AddIndex(std::string name, IndexFunc index) {
+  std::unique_lock lock(cache_mu_);
+  if (indexes_.count(name) > 0) {
+    return AlreadyExists("informer for " + name_ + " already has an index named \"" + name + "\"");
+  }
+  Index& added = indexes_[name];
+  added.func = std::move(index);
+  for (const auto& [key, obj] : objects_) {
+    for (std::string& value : added.func(*obj)) added.entries[std::move(value)].insert(key);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> Informer::IndexKeys(std::string_view index, std::string_view value) const {
+  std::shared_lock lock(cache_mu_);
+  auto it = indexes_.find(index);
+  if (it == indexes_.end()) return {};
+  auto entry = it->second.entries.find(std::string(value));
+  if (entry == it->second.entries.end()) return {};
+  return {entry->second.begin(), entry->second.end()};
+}
+
+std::vector<ObjectPtr> Informer::ByIndex(std::string_view index, std::string_view value) const {
+  std::shared_lock lock(cache_mu_);
+  auto it = indexes_.find(index);
+  if (it == indexes_.end()) return {};
+  auto entry = it->second.entries.find(std::string(value));
+  if (entry == it->second.entries.end()) return {};
+  std::vector<ObjectPtr> out;
+  out.reserve(entry->second.size());
+  for (const std::string& key : entry->second) {
+    auto obj = objects_.find(key);
+    if (obj != objects_.end()) out.push_back(obj->second);
+  }
+  return out;
+}
+
+void Informer::IndexAddLocked(const std::string& key, const Json& obj) {
+  for (auto& [name, index] : indexes_) {
+    for (std::string& value : index.func(obj)) index.entries[std::move(value)].insert(key);
+  }
+}
+
+void Informer::IndexRemoveLocked(const std::string& key, const Json& obj) {
+  for (auto& [name, index] : indexes_) {
+    for (const std::string& value : index.func(obj)) {
+      auto entry = index.entries.find(value);
+      if (entry == index.entries.end()) continue;
+      entry->second.erase(key);
+      if (entry->second.empty()) index.entries.erase(entry);
+    }
+  }
+}
+
+ObjectPtr Informer::Intern(Json obj) const {
+  if (options_.transform) options_.transform(obj);
+  return std::make_shared<const Json>(std::move(obj));
+}
+
+void Informer::ApplyEvent(WatchEvent event) {
+  using Type = WatchEvent::Type;
+  if (event.type == Type::kError) return;
+  if (event.type == Type::kBookmark) {
+    std::string rv = ResourceVersion(event.object);
+    if (!rv.empty()) {
+      std::unique_lock lock(cache_mu_);
+      last_resource_version_ = std::move(rv);
+    }
+    ++events_;
+    return;
+  }
+  ObjectPtr obj = Intern(std::move(event.object));
+  std::string key = KeyOf(*obj);
+  if (key.empty()) {
+    LogDebug("informer ignores a watch event without a name", {{"informer", name_}});
+    return;
+  }
+  std::string rv = ResourceVersion(*obj);
+  const bool deleted = event.type == Type::kDeleted;
+
+  std::lock_guard dispatch(dispatch_mu_);
+  ObjectPtr old;
+  {
+    std::unique_lock lock(cache_mu_);
+    auto it = objects_.find(key);
+    if (it != objects_.end()) {
+      old = it->second;
+      if (deleted) {
+        IndexRemoveLocked(key, *old);
+        objects_.erase(it);
+      } else {
+        // Re-file only under the indexes whose values changed.
+        for (auto& [name, index] : indexes_) {
+          std::vector<std::string> before = index.func(*old);
+          std::vector<std::string> after = index.func(*obj);
+          if (before == after) continue;
+          for (const std::string& value : before) {
+            auto entry = index.entries.find(value);
+            if (entry == index.entries.end()) continue;
+            entry->second.erase(key);
+            if (entry->second.empty()) index.entries.erase(entry);
+          }
+          for (std::string& value : after) index.entries[std::move(value)].insert(key);
+        }
+        it->second = obj;
+      }
+    } else if (!deleted) {
+      IndexAddLocked(key, *obj);
+      objects_.emplace(std::move(key), obj);
+    }
+    if (!rv.empty()) last_resource_version_ = std::move(rv);
+  }
+  ++events_;
+  if (deleted) {
+    if (old) DispatchDelete(obj);
+  } else if (old) {
+    DispatchUpdate(old, obj);
+  } else {
+    DispatchAdd(obj);
+  }
+}
+
+void Informer::Replace(std::vector<Json> items, std::string resource_version) {
+  std::vector<ObjectPtr> objects;
+  objects.reserve(items.size());
+  for (Json& item : items) objects.push_back(Intern(std::move(item)));
+  items = {};
+  ReplaceObjects(std::move(objects), std::move(resource_version));
+}
+
+void Informer::ReplaceObjects(std::vector<ObjectPtr> objects, std::string resource_version) {
+  std::unordered_map<std::string, ObjectPtr> fresh;
+  fresh.reserve(objects.size());
+  for (ObjectPtr& obj : objects) {
+    std::string key = KeyOf(*obj);
+    if (key.empty()) continue;
+    fresh.insert_or_assign(std::move(key), std::move(obj));
+  }
+  objects = {};
+
+  std::lock_guard dispatch(dispatch_mu_);
+  std::vector<ObjectPtr> added;
+  std::vector<std::pair<ObjectPtr, ObjectPtr>> updated;
+  std::vector<ObjectPtr> deleted;
+  // objects_ is only written under dispatch_mu_, which this thread holds.
+  for (auto& [key, obj] : fresh) {
+    auto it = objects_.find(key);
+    if (it == objects_.end()) {
+      added.push_back(obj);
+    } else if (ResourceVersion(*it->second) != ResourceVersion(*obj)) {
+      updated.emplace_back(it->second, obj);
+    } else {
+      obj = it->second;  // unchanged: keep the snapshot readers may hold
+    }
+  }
+  for (const auto& [key, obj] : objects_) {
+    if (fresh.count(key) == 0) deleted.push_back(obj);
+  }
+  {
+    std::unique_lock lock(cache_mu_);
+    objects_.swap(fresh);
+    for (auto& [name, index] : indexes_) index.entries.clear();
+    for (const auto& [key, obj] : objects_) IndexAddLocked(key, *obj);
+    last_resource_version_ = std::move(resource_version);
+  }
+  fresh = {};  // the previous cache: objects no longer referenced are freed here
+  LogDebug("informer replaced its cache", {{"informer", name_},
+                                           {"added", added.size()},
+                                           {"updated", updated.size()},
+                                           {"deleted", deleted.size()}});
+  for (const ObjectPtr& obj : added) DispatchAdd(obj);
+  for (const auto& [old, obj] : updated) DispatchUpdate(old, obj);
+  for (const ObjectPtr& obj : deleted) DispatchDelete(obj);
+  SetSynced();
+}
+
+void Informer::Resync() {
+  std::lock_guard dispatch(dispatch_mu_);
+  std::vector<ObjectPtr> all;
+  all.reserve(objects_.size());
+  for (const auto& [key, obj] : objects_) all.push_back(obj);
+  for (const ObjectPtr& obj : all) DispatchUpdate(obj, obj);
+}
+
+Informer::HandlerId Informer::AddEventHandler(EventHandler handler) {
+  std::lock_guard dispatch(dispatch_mu_);
+  if (handler.on_add) {
+    // objects_ is only written under dispatch_mu_, which this thread holds.
+    for (const auto& [key, obj] : objects_) {
+      CallHandler(name_, "add", [&] { handler.on_add(obj); });
+    }
+  }
+  const HandlerId id = next_handler_id_++;
+  handlers_.push_back({id, std::move(handler)});
+  return id;
+}
+
+void Informer::RemoveEventHandler(HandlerId id) {
+  std::lock_guard dispatch(dispatch_mu_);
+  std::erase_if(handlers_, [id](const Handler& h) { return h.id == id; });
+}
+
+void Informer::DispatchAdd(const ObjectPtr& obj) {
+  for (const Handler& h : handlers_) {
+    if (h.handler.on_add) CallHandler(name_, "add", [&] { h.handler.on_add(obj); });
+  }
+}
+
+void Informer::DispatchUpdate(const ObjectPtr& old, const ObjectPtr& obj) {
+  for (const Handler& h : handlers_) {
+    if (h.handler.on_update) CallHandler(name_, "update", [&] { h.handler.on_update(old, obj); });
+  }
+}
+
+void Informer::DispatchDelete(const ObjectPtr& obj) {
+  for (const Handler& h : handlers_) {
+    if (h.handler.on_delete) CallHandler(name_, "delete", [&] { h.handler.on_delete(obj); });
+  }
+}
+
+InformerStats Informer::stats() const {
+  InformerStats s;
+  s.lists = lists_.load();
+  s.list_errors = list_errors_.load();
+  s.watches = watches_.load();
+  s.watch_errors = watch_errors_.load();
+  s.gone = gone_.load();
+  s.events = events_.load();
+  return s;
+}
+
+// --- SharedInformerFactory ---
+
+SharedInformerFactory::SharedInformerFactory(Client* client, InformerOptions defaults)
+    : client_(client), defaults_(std::move(defaults)) {}
+
+SharedInformerFactory::~SharedInformerFactory() { Stop(); }
+
+Informer& SharedInformerFactory::For(const Resource& resource, std::string_view ns,
+                                     std::string_view label_selector,
+                                     std::string_view field_selector) {
+  const std::string_view effective_ns = resource.namespaced ? ns : std::string_view();
+  std::string key = resource.group + "/" + resource.version + "/" + resource.resource + "|";
+  key.append(effective_ns).append("|").append(label_selector).append("|").append(field_selector);
+
+  std::lock_guard lock(mu_);
+  auto it = informers_.find(key);
+  if (it != informers_.end()) return *it->second;
+  InformerOptions options = defaults_;
+  options.resource = resource;
+  options.ns = std::string(effective_ns);
+  options.label_selector = std::string(label_selector);
+  options.field_selector = std::string(field_selector);
+  auto informer = std::make_unique<Informer>(client_, std::move(options));
+  if (started_) informer->Start(stop_);
+  return *informers_.emplace(std::move(key), std::move(informer)).first->second;
+}
+
+void SharedInformerFactory::Start(std::stop_token stop) {
+  std::lock_guard lock(mu_);
+  started_ = true;
+  stop_ = stop;
+  for (auto& [key, informer] : informers_) informer->Start(stop);
+}
+
+bool SharedInformerFactory::WaitForCacheSync(std::chrono::milliseconds timeout,
+                                             std::stop_token stop) {
+  std::vector<Informer*> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, informer] : informers_) all.push_back(informer.get());
+  }
+  const bool forever = timeout >= kForever;
+  const auto deadline = forever ? SteadyClock::time_point::max() : SteadyClock::now() + timeout;
+  for (Informer* informer : all) {
+    auto left = forever ? timeout
+                        : std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::max(deadline - SteadyClock::now(), SteadyClock::duration(0)));
+    if (!informer->WaitForSync(left, stop)) return false;
+  }
+  return true;
+}
+
+void SharedInformerFactory::Stop() {
+  std::vector<Informer*> all;
+  {
+    std::lock_guard lock(mu_);
+    started_ = false;
+    for (auto& [key, informer] : informers_) all.push_back(informer.get());
+  }
+  for (Informer* informer : all) informer->Stop();
+}
+
+}  // namespace gpuop::kube

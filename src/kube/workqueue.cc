@@ -1,0 +1,173 @@
+#include "kube/workqueue.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/log.h"
+
+namespace gpuop::kube {
+
+// --- ItemRateLimiter ---
+
+ItemRateLimiter::ItemRateLimiter(RateLimiterOptions options)
+    : options_(options), bucket_(options.qps, options.burst) {}
+
+std::chrono::milliseconds ItemRateLimiter::When(const std::string& key) {
+  int failures = 0;
+  {
+    std::lock_guard lock(mu_);
+    failures = failures_[key]++;
+  }
+  // base * 2^failures in floating point: large exponents saturate at the cap
+  // instead of overflowing.
+  const double backoff = static_cast<double>(options_.base_delay.count()) *
+                         std::pow(2.0, static_cast<double>(std::min(failures, 62)));
+  auto delay = std::chrono::milliseconds(
+      static_cast<int64_t>(std::min(backoff, static_cast<double>(options_.max_delay.count()))));
+  if (!bucket_.unlimited()) {
+    auto overall = std::chrono::ceil<std::chrono::milliseconds>(bucket_.Reserve());
+    delay = std::max(delay, overall);
+  }
+  return delay;
+}
+
+void ItemRateLimiter::Forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  failures_.erase(key);
+}
+
+int ItemRateLimiter::NumRequeues(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = failures_.find(key);
+  return it == failures_.end() ? 0 : it->second;
+}
+
+// --- WorkQueue ---
+
+WorkQueue::WorkQueue(WorkQueueOptions options)
+    : options_(std::move(options)), limiter_(options_.rate_limiter) {}
+
+WorkQueue::~WorkQueue() { ShutDown(); }
+
+void WorkQueue::AddLocked(const std::string& key) {
+  if (shutting_down_) return;
+  if (!dirty_.insert(key).second) return;  // already queued (or to re-queue at Done)
+  if (processing_.count(key) > 0) return;  // Done re-queues it
+  queue_.push_back(key);
+  cv_.notify_one();
+}
+
+void WorkQueue::Add(const std::string& key) {
+  std::lock_guard lock(mu_);
+  AddLocked(key);
+}
+
+void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay) {
+  if (delay <= std::chrono::milliseconds::zero()) {
+    Add(key);
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (shutting_down_) return;
+  const Clock::time_point ready = Clock::now() + delay;
+  auto [it, inserted] = waiting_.try_emplace(key, ready);
+  if (!inserted) {
+    if (it->second <= ready) return;  // an earlier add of this key stands
+    it->second = ready;
+  }
+  const bool earliest = delayed_.empty() || ready < delayed_.top().ready;
+  delayed_.push({ready, seq_++, key});
+  // Waiters sleep until the earliest due time; a new earliest one moves it.
+  if (earliest) cv_.notify_all();
+}
+
+void WorkQueue::AddRateLimited(const std::string& key) { AddAfter(key, limiter_.When(key)); }
+
+void WorkQueue::Forget(const std::string& key) { limiter_.Forget(key); }
+
+int WorkQueue::NumRequeues(const std::string& key) const { return limiter_.NumRequeues(key); }
+
+void WorkQueue::PromoteDueLocked(Clock::time_point now) {
+  while (!delayed_.empty() && delayed_.top().ready <= now) {
+    Delayed due = delayed_.top();
+    delayed_.pop();
+    auto it = waiting_.find(due.key);
+    if (it == waiting_.end() || it->second != due.ready) continue;  // stale entry
+    waiting_.erase(it);
+    AddLocked(due.key);
+  }
+}
+
+std::optional<std::string> WorkQueue::PopLocked() {
+  if (shutting_down_ || queue_.empty()) return std::nullopt;
+  std::string key = std::move(queue_.front());
+  queue_.pop_front();
+  dirty_.erase(key);
+  processing_.insert(key);
+  return key;
+}
+
+std::optional<std::string> WorkQueue::Get() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    PromoteDueLocked(Clock::now());
+    if (shutting_down_) return std::nullopt;
+    if (!queue_.empty()) return PopLocked();
+    if (delayed_.empty()) {
+      cv_.wait(lock);
+    } else {
+      cv_.wait_until(lock, delayed_.top().ready);
+    }
+  }
+}
+
+std::optional<std::string> WorkQueue::TryGet() {
+  std::lock_guard lock(mu_);
+  PromoteDueLocked(Clock::now());
+  return PopLocked();
+}
+
+void WorkQueue::Done(const std::string& key) {
+  std::lock_guard lock(mu_);
+  processing_.erase(key);
+  if (dirty_.count(key) > 0 && !shutting_down_) {
+    queue_.push_back(key);
+    cv_.notify_one();
+  }
+  if (shutting_down_) cv_.notify_all();  // ShutDownWithDrain waits for processing_ to empty
+}
+
+size_t WorkQueue::Len() {
+  std::lock_guard lock(mu_);
+  PromoteDueLocked(Clock::now());
+  return queue_.size();
+}
+
+size_t WorkQueue::DelayedLen() {
+  std::lock_guard lock(mu_);
+  PromoteDueLocked(Clock::now());
+  return waiting_.size();
+}
+
+void WorkQueue::ShutDown() {
+  std::lock_guard lock(mu_);
+  if (!shutting_down_) {
+    LogDebug("work queue shutting down",
+             {{"queue", options_.name}, {"queued", queue_.size()}, {"delayed", waiting_.size()}});
+  }
+  shutting_down_ = true;
+  cv_.notify_all();
+}
+
+void WorkQueue::ShutDownWithDrain() {
+  ShutDown();
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return processing_.empty(); });
+}
+
+bool WorkQueue::ShuttingDown() const {
+  std::lock_guard lock(mu_);
+  return shutting_down_;
+}
+
+}  // namespace gpuop::kube
