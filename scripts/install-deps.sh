@@ -7,11 +7,11 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ninja-build
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
-  libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl
+  libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   podman containerd busybox-static
   clang-format clang-tidy
-  python3 python3-yaml python3-jsonschema time
+  python3 python3-yaml python3-jsonschema time curl
   libc-bin
 )
 

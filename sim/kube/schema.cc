@@ -578,9 +578,15 @@ constexpr std::string_view kQualifiedNameFmt = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-
 constexpr std::string_view kLabelValueFmt = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 constexpr std::string_view kConfigMapKeyFmt = "[-._a-zA-Z0-9]+";
 
+// Compiling a std::regex costs far more than matching with it, and the formats
+// are a handful of constants: each thread keeps the ones it compiled.
 bool Matches(std::string_view value, std::string_view fmt) {
-  std::regex re("^" + std::string(fmt) + "$");
-  return std::regex_match(value.begin(), value.end(), re);
+  thread_local std::map<std::string, std::regex, std::less<>> compiled;
+  auto it = compiled.find(fmt);
+  if (it == compiled.end()) {
+    it = compiled.emplace(std::string(fmt), std::regex("^" + std::string(fmt) + "$")).first;
+  }
+  return std::regex_match(value.begin(), value.end(), it->second);
 }
 
 std::string MaxLenError(int n) {

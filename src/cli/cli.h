@@ -8,8 +8,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "base/status.h"
+#include "kube/client.h"
 
 namespace gpuop::cli {
 
@@ -42,6 +47,30 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions& g, Action* action
 void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 // `gpuop sim apiserver`: the Kubernetes API emulator (not for production).
 void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+
+// `gpuop operator`: the ClusterPolicy controller (operator/operator.h).
+void RegisterOperatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+
+// The API-server flags of every subcommand that talks to Kubernetes.
+struct KubeFlags {
+  std::string kubeconfig;  // --kubeconfig; "": in-cluster, $KUBECONFIG, ~/.kube/config
+  std::string context;
+  double qps = 50;
+  int burst = 100;
+};
+void AddKubeFlags(CLI::App* cmd, KubeFlags* flags);
+Result<std::unique_ptr<kube::Client>> NewKubeClient(const KubeFlags& flags, std::string user_agent);
+
+// Blocks SIGTERM and SIGINT in the constructor (before any thread starts, so
+// every thread inherits the mask); Wait() takes one with sigwait.
+class StopSignals {
+ public:
+  StopSignals();
+  int Wait();
+
+ private:
+  sigset_t set_;
+};
 
 // The NVML library path the user chose, or the driver's default soname.
 std::string NvmlLibraryPath(const GlobalOptions& g);

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   cli::RegisterCdiCommand(app, g, &action);
   cli::RegisterToolkitCommand(app, g, &action);
   cli::RegisterRuntimeCommand(app, g, &action);
+  cli::RegisterOperatorCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {

@@ -1,0 +1,152 @@
+// `gpuop operator`: the GPU Operator's controller (operator/operator.h), with
+// its metrics and health endpoints and optional leader election. Runs until
+// SIGTERM/SIGINT (exit 0) or until it loses the lease (exit 1, so the
+// Deployment restarts it as a follower, like controller-runtime).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "base/log.h"
+#include "base/version.h"
+#include "cli/cli.h"
+#include "http/server.h"
+#include "kube/event_recorder.h"
+#include "kube/leader_election.h"
+#include "operator/operator.h"
+
+namespace gpuop::cli {
+namespace {
+
+struct OperatorFlags {
+  KubeFlags kube{.qps = 100, .burst = 200};
+  std::string namespace_ = "gpu-operator";
+  std::string metrics_addr = ":8080";
+  std::string health_addr = ":8081";
+  bool leader_elect = false;
+  std::string leader_election_id = "53822513.nvidia.com";  // NVIDIA's, so one of the two leads
+  std::string gpuop_image = std::string("ghcr.io/gpuop/gpuop:") + kVersion;
+  std::string driver_image;
+  bool install_crd = true;
+};
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "gpuop operator: %s\n", s.message().c_str());
+  return kExitFailure;
+}
+
+int RunOperator(const OperatorFlags& f) {
+  StopSignals signals;
+  auto client = NewKubeClient(f.kube, std::string("gpuop-operator/") + kVersion);
+  if (!client.ok()) return Fail(client.status());
+
+  kube::EventRecorder events(**client, {.component = "gpu-operator"});
+  op::OperatorOptions options;
+  options.env.namespace_ = f.namespace_;
+  options.env.gpuop_image = f.gpuop_image;
+  options.env.driver_image_fallback = f.driver_image;
+  options.install_crd = f.install_crd;
+  op::Operator controller(**client, options, &events);
+  if (Status s = controller.Setup(); !s.ok()) return Fail(s);
+
+  std::atomic<bool> leading{!f.leader_elect};
+  auto metrics = http::Server::Start(
+      f.metrics_addr, "--metrics-addr",
+      {{"/metrics", [&] {
+          return http::Response{.content_type = "text/plain; version=0.0.4; charset=utf-8",
+                                .body = controller.metrics().Exposition()};
+        }}});
+  if (!metrics.ok()) return Fail(metrics.status());
+  auto health =
+      http::Server::Start(f.health_addr, "--health-addr",
+                          {{"/healthz", [] { return http::Response{.body = "ok"}; }},
+                           {"/readyz", [&] {
+                              // A follower is ready to take over; a leader once its caches synced.
+                              bool ready = !leading.load() || controller.Ready();
+                              return http::Response{.status = ready ? 200 : 503,
+                                                    .body = ready ? "ok" : "caches not synced yet"};
+                            }}});
+  if (!health.ok()) return Fail(health.status());
+  LogInfo("operator serving", {{"metrics", (*metrics)->address()},
+                               {"health", (*health)->address()},
+                               {"namespace", f.namespace_},
+                               {"version", kVersion}});
+
+  std::stop_source stop;
+  std::atomic<bool> lost_lease{false};
+  std::unique_ptr<kube::LeaderElector> elector;
+  if (f.leader_elect) {
+    kube::LeaderElectionConfig config;
+    config.lease_namespace = f.namespace_;
+    config.lease_name = f.leader_election_id;
+    kube::LeaderCallbacks callbacks;
+    callbacks.on_started_leading = [&](std::stop_token s) {
+      leading = true;
+      LogInfo("leading: starting the controllers");
+      if (Status st = controller.Run(s); !st.ok())
+        LogError("operator stopped", {{"error", st.message()}});
+    };
+    callbacks.on_stopped_leading = [&] {
+      leading = false;
+      if (stop.stop_requested()) return;
+      LogError("lost the leader lease; exiting so a fresh process contends again");
+      lost_lease = true;
+      kill(getpid(), SIGTERM);
+    };
+    auto e = kube::LeaderElector::New(**client, config, callbacks);
+    if (!e.ok()) return Fail(e.status());
+    elector = std::move(e).value();
+  }
+  std::jthread runner([&] {
+    if (elector) {
+      elector->Run(stop.get_token());
+    } else if (Status s = controller.Run(stop.get_token()); !s.ok()) {
+      LogError("operator stopped", {{"error", s.message()}});
+    }
+  });
+  signals.Wait();
+  LogInfo("stopping");
+  stop.request_stop();
+  runner.join();
+  events.Flush(std::chrono::seconds(2));
+  return lost_lease ? kExitFailure : kExitOk;
+}
+
+}  // namespace
+
+void RegisterOperatorCommand(CLI::App& app, const GlobalOptions&, Action* action) {
+  auto f = std::make_shared<OperatorFlags>();
+  auto* cmd = app.add_subcommand(
+      "operator",
+      "The GPU Operator controller: reconciles the ClusterPolicy into node labels and the "
+      "component DaemonSets, and reports status");
+  AddKubeFlags(cmd, &f->kube);
+  cmd->add_option("--namespace", f->namespace_,
+                  "Namespace of the components (created by the installer, not the operator)")
+      ->envname("OPERATOR_NAMESPACE")
+      ->capture_default_str();
+  cmd->add_option("--metrics-addr", f->metrics_addr, "Prometheus /metrics address; port 0: any")
+      ->capture_default_str();
+  cmd->add_option("--health-addr", f->health_addr, "/healthz and /readyz address; port 0: any")
+      ->capture_default_str();
+  cmd->add_flag("--leader-elect", f->leader_elect,
+                "Lead through a coordination.k8s.io Lease so one replica acts at a time");
+  cmd->add_option("--leader-election-id", f->leader_election_id, "The Lease's name")
+      ->capture_default_str();
+  cmd->add_option("--gpuop-image", f->gpuop_image,
+                  "The image the node components run (this operator's own image)")
+      ->envname("GPUOP_IMAGE")
+      ->capture_default_str();
+  cmd->add_option("--driver-image", f->driver_image,
+                  "Driver image when the ClusterPolicy names none")
+      ->envname("DRIVER_IMAGE");
+  cmd->add_flag("--install-crd,!--no-install-crd", f->install_crd,
+                "Create or upgrade the ClusterPolicy CRD at start (default on)");
+  cmd->callback([f, action] { *action = [f] { return RunOperator(*f); }; });
+}
+
+}  // namespace gpuop::cli

@@ -1,0 +1,104 @@
+#include "operator/node_labels.h"
+
+#include "base/strings.h"
+
+namespace gpuop::op {
+namespace {
+
+constexpr const char* kGpuPciLabels[] = {
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+};
+
+// Product names (as GFD writes nvidia.com/gpu.product) of MIG-capable
+// models, for nodes GFD has not yet labelled nvidia.com/mig.capable.
+constexpr const char* kMigProducts[] = {"A100", "A30",   "H100", "H200",  "H20",
+                                        "H800", "GH200", "B200", "GB200", "B100"};
+
+std::optional<std::string> Find(const Labels& labels, const std::string& key) {
+  auto it = labels.find(key);
+  if (it == labels.end()) return std::nullopt;
+  return it->second;
+}
+
+void Want(const Labels& labels, const std::string& key, const std::string& value,
+          LabelChanges& changes) {
+  if (Find(labels, key) != value) changes[key] = value;
+}
+
+void Remove(const Labels& labels, const std::string& key, LabelChanges& changes) {
+  if (labels.count(key)) changes[key] = std::nullopt;
+}
+
+}  // namespace
+
+std::string DeployLabel(Component c) { return kDeployLabelPrefix + ComponentName(c); }
+
+bool IsGpuNode(const Labels& labels) {
+  for (const char* key : kGpuPciLabels) {
+    if (Find(labels, key) == "true") return true;
+  }
+  return false;
+}
+
+bool IsMigCapable(const Labels& labels) {
+  if (auto v = Find(labels, kMigCapableLabel)) return *v == "true";
+  std::string product = Find(labels, "nvidia.com/gpu.product").value_or("");
+  for (const char* model : kMigProducts) {
+    // "NVIDIA-H100-80GB-HBM3": the model is a whole dash-separated word.
+    for (const std::string& word : Split(product, '-')) {
+      if (word == model) return true;
+    }
+  }
+  return false;
+}
+
+LabelChanges PlanNodeLabels(const Labels& labels, const Policy* policy) {
+  LabelChanges changes;
+  const bool gpu = IsGpuNode(labels);
+  const bool operands = Find(labels, kDeployOperandsLabel) != "false";
+
+  // gpu.present: true on GPU nodes; false once a GPU node loses its PCI
+  // labels (NVIDIA's behaviour); gone with the policy.
+  if (policy == nullptr) {
+    Remove(labels, kGpuPresentLabel, changes);
+  } else if (gpu) {
+    Want(labels, kGpuPresentLabel, "true", changes);
+  } else if (labels.count(kGpuPresentLabel)) {
+    Want(labels, kGpuPresentLabel, "false", changes);
+  }
+
+  for (Component c : kAllComponents) {
+    const std::string key = DeployLabel(c);
+    bool wanted = policy != nullptr && gpu && operands && policy->Enabled(c) &&
+                  (c != Component::kMigManager || IsMigCapable(labels));
+    if (!wanted) {
+      Remove(labels, key, changes);
+    } else if (Find(labels, key).value_or("").empty()) {
+      changes[key] = "true";  // keep a value another component set
+    }
+  }
+
+  const bool mig_wanted =
+      policy != nullptr && gpu && policy->Enabled(Component::kMigManager) && IsMigCapable(labels);
+  if (mig_wanted) {
+    if (Find(labels, kMigConfigLabel).value_or("").empty()) {
+      changes[kMigConfigLabel] = policy->mig_manager_config_default;
+    }
+  } else if (policy == nullptr && Find(labels, kMigConfigLabel) == "all-disabled") {
+    // Only the value the operator sets by default: anything else a user chose.
+    changes[kMigConfigLabel] = std::nullopt;
+  }
+  return changes;
+}
+
+nlohmann::json LabelPatch(const LabelChanges& changes) {
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [key, value] : changes) {
+    labels[key] = value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  }
+  return {{"metadata", {{"labels", labels}}}};
+}
+
+}  // namespace gpuop::op

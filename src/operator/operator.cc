@@ -1,0 +1,444 @@
+#include "operator/operator.h"
+
+#include <chrono>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "base/yaml_json.h"
+#include "kube/object.h"
+#include "operator/crd_yaml.h"
+#include "operator/node_labels.h"
+#include "operator/render.h"
+#include "operator/status.h"
+
+namespace gpuop::op {
+namespace {
+
+using kube::Json;
+namespace res = kube::resources;
+
+constexpr const char* kPolicyKey = "clusterpolicy";
+constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=gpuop";
+constexpr const char* kCrdName = "clusterpolicies.nvidia.com";
+constexpr const char* kCrdVersionAnnotation = "gpuop.io/crd-version";
+
+// What the operator reads of a Node: its name and labels. Dropping the rest
+// (status.images alone is often kilobytes) keeps 5,000 nodes in a few MiB.
+void KeepNodeMetadata(Json& node) {
+  Json meta = Json::object();
+  if (node.contains("metadata") && node["metadata"].is_object()) {
+    Json& m = node["metadata"];
+    for (const char* key : {"name", "uid", "resourceVersion", "labels"}) {
+      if (m.contains(key)) meta[key] = std::move(m[key]);
+    }
+  }
+  node = Json{{"metadata", std::move(meta)}};
+}
+
+bool HasNfdLabels(const Labels& labels) {
+  for (const auto& [key, value] : labels) {
+    if (key.rfind("feature.node.kubernetes.io/pci-", 0) == 0) return true;
+  }
+  return false;
+}
+
+bool NeedsOperands(const Labels& labels) {
+  auto it = labels.find(kDeployOperandsLabel);
+  return IsGpuNode(labels) && (it == labels.end() || it->second != "false");
+}
+
+// What about a node the ClusterPolicy controller cares for.
+std::string PolicyRelevantNodeState(const Labels& labels) {
+  if (!NeedsOperands(labels)) return HasNfdLabels(labels) ? "nfd" : "";
+  auto get = [&](const char* key) {
+    auto it = labels.find(key);
+    return it == labels.end() ? std::string() : it->second;
+  };
+  return "gpu:" + get(kOsIdLabel) + ":" + get(kOsVersionLabel);
+}
+
+std::string ResourceKey(const kube::Resource& r) { return r.QualifiedName(); }
+
+std::string Hash(const Json& obj) {
+  auto v = kube::Annotation(obj, kLastAppliedHashAnnotation);
+  return v.value_or("");
+}
+
+}  // namespace
+
+std::string OperatorMetrics::Exposition() const {
+  std::ostringstream out;
+  auto gauge = [&](const char* name, const char* type, const char* help, int64_t value) {
+    out << "# HELP gpu_operator_" << name << " " << help << "\n"
+        << "# TYPE gpu_operator_" << name << " " << type << "\n"
+        << "gpu_operator_" << name << " " << value << "\n";
+  };
+  gauge("gpu_nodes_total", "gauge", "Number of nodes with GPUs", gpu_nodes_total.load());
+  gauge("reconciliation_status", "gauge",
+        "1 ready, 0 not ready, -1 reconcile failed, -2 no ClusterPolicy",
+        reconciliation_status.load());
+  gauge("reconciliation_total", "counter", "ClusterPolicy reconciliations",
+        reconciliation_total.load());
+  gauge("reconciliation_failed_total", "counter", "Failed ClusterPolicy reconciliations",
+        reconciliation_failed_total.load());
+  gauge("reconciliation_last_success_ts_seconds", "gauge",
+        "Unix time of the last successful reconciliation",
+        reconciliation_last_success_ts_seconds.load());
+  gauge("reconciliation_has_nfd_labels", "gauge", "1 when some node has PCI feature labels",
+        reconciliation_has_nfd_labels.load());
+  gauge("node_label_patches_total", "counter", "Node label patches written",
+        node_label_patches_total.load());
+  gauge("object_writes_total", "counter", "Owned objects created, updated or deleted",
+        object_writes_total.load());
+  return out.str();
+}
+
+Operator::Operator(kube::Client& client, OperatorOptions options, kube::EventRecorder* events)
+    : client_(client), options_(std::move(options)), events_(events) {}
+
+Operator::~Operator() = default;
+
+Status Operator::EnsureCrd() {
+  GPUOP_ASSIGN_OR_RETURN(std::vector<Json> docs, ParseYamlDocuments(kClusterPolicyCrdYaml));
+  if (docs.size() != 1) return Internal("the embedded ClusterPolicy CRD is not one document");
+  const Json& crd = docs[0];
+  const std::string want = kube::Annotation(crd, kCrdVersionAnnotation).value_or("0");
+  auto current = client_.Get(res::kCustomResourceDefinitions, "", kCrdName);
+  if (current.ok()) {
+    std::string have = kube::Annotation(*current, kCrdVersionAnnotation).value_or("0");
+    if (std::stoll(have.empty() ? "0" : have) >= std::stoll(want)) return Status::Ok();
+    LogInfo("upgrading the ClusterPolicy CRD", {{"from", have}, {"to", want}});
+  } else if (!kube::IsNotFound(current.status())) {
+    return current.status().Annotate("reading the ClusterPolicy CRD");
+  } else {
+    LogInfo("installing the ClusterPolicy CRD", {{"version", want}});
+  }
+  auto applied = client_.Apply(res::kCustomResourceDefinitions, crd, options_.field_manager, true);
+  if (!applied.ok()) {
+    return applied.status().Annotate(
+        "installing the ClusterPolicy CRD (the operator's ClusterRole needs create/patch on "
+        "customresourcedefinitions; or install api/crds/nvidia.com_clusterpolicies.yaml by hand "
+        "and run with --install-crd=false)");
+  }
+  return Status::Ok();
+}
+
+Status Operator::Setup() {
+  if (options_.install_crd) GPUOP_RETURN_IF_ERROR(EnsureCrd());
+
+  kube::InformerOptions defaults;
+  factory_ = std::make_unique<kube::SharedInformerFactory>(&client_, defaults);
+  policies_ = &factory_->For(res::kClusterPolicies);
+  const std::string& ns = options_.env.namespace_;
+  // One informer per kind the renderer produces, narrowed to gpuop's objects.
+  for (const kube::Resource& r : RenderedResourceTypes()) {
+    owned_.push_back(&factory_->For(r, r.namespaced ? ns : "", kManagedSelector));
+  }
+  daemonsets_ = &factory_->For(res::kDaemonSets, ns, kManagedSelector);
+
+  kube::InformerOptions node_options;
+  node_options.resource = res::kNodes;
+  node_options.transform = KeepNodeMetadata;
+  nodes_ = std::make_unique<kube::Informer>(&client_, node_options);
+
+  kube::WorkQueueOptions queue;
+  policy_controller_ = std::make_unique<kube::Controller>(
+      "clusterpolicy", queue, 1, [this](const std::string& key) { return ReconcilePolicy(key); });
+  node_controller_ = std::make_unique<kube::Controller>(
+      "node-labels", queue, options_.node_workers,
+      [this](const std::string& key) { return ReconcileNode(key); });
+
+  auto policy_key = [](const Json&) { return std::vector<std::string>{kPolicyKey}; };
+  policy_controller_->Watch(*policies_, policy_key);
+  for (kube::Informer* inf : owned_) policy_controller_->Watch(*inf, policy_key);
+  policy_controller_->RequireSynced(*nodes_);
+
+  // Nodes: the policy cares for the set of GPU nodes and their OSes; the node
+  // controller for label changes. Heartbeats (status-only updates) do nothing.
+  kube::EventHandler node_events;
+  node_events.on_add = [this](const kube::ObjectPtr& n) {
+    Labels labels = kube::Labels(*n);
+    if (!PolicyRelevantNodeState(labels).empty()) policy_controller_->Enqueue(kPolicyKey);
+    node_controller_->Enqueue(kube::Name(*n));
+  };
+  node_events.on_update = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& n) {
+    Labels before = kube::Labels(*old);
+    Labels after = kube::Labels(*n);
+    if (before == after) return;
+    if (PolicyRelevantNodeState(before) != PolicyRelevantNodeState(after)) {
+      policy_controller_->Enqueue(kPolicyKey);
+    }
+    node_controller_->Enqueue(kube::Name(*n));
+  };
+  node_events.on_delete = [this](const kube::ObjectPtr& n) {
+    if (!PolicyRelevantNodeState(kube::Labels(*n)).empty()) {
+      policy_controller_->Enqueue(kPolicyKey);
+    }
+  };
+  nodes_->AddEventHandler(node_events);
+  node_controller_->RequireSynced(*nodes_);
+  node_controller_->RequireSynced(*policies_);
+
+  // Any ClusterPolicy change may change every node's labels.
+  kube::EventHandler policy_events;
+  policy_events.on_add = [this](const kube::ObjectPtr&) { EnqueueAllNodes(); };
+  policy_events.on_update = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& cp) {
+    if (kube::Generation(*old) != kube::Generation(*cp)) EnqueueAllNodes();
+  };
+  policy_events.on_delete = [this](const kube::ObjectPtr&) { EnqueueAllNodes(); };
+  policies_->AddEventHandler(policy_events);
+  return Status::Ok();
+}
+
+void Operator::EnqueueAllNodes() {
+  if (!nodes_ || !node_controller_) return;
+  for (const std::string& key : nodes_->ListKeys()) node_controller_->Enqueue(key);
+}
+
+Status Operator::Run(std::stop_token stop) {
+  if (!factory_) return FailedPrecondition("Operator::Run before Setup");
+  factory_->Start(stop);
+  nodes_->Start(stop);
+  std::jthread policy_thread([this](std::stop_token s) { (void)policy_controller_->Run(s); });
+  std::stop_callback forward(stop, [&] { policy_thread.request_stop(); });
+  std::jthread ready_thread([this](std::stop_token s) {
+    if (factory_->WaitForCacheSync(std::chrono::hours(24), s) &&
+        nodes_->WaitForSync(std::chrono::hours(24), s)) {
+      ready_ = true;
+      LogInfo("operator caches synced", {{"nodes", std::to_string(nodes_->Size())}});
+    }
+  });
+  std::stop_callback forward_ready(stop, [&] { ready_thread.request_stop(); });
+  Status s = node_controller_->Run(stop);
+  policy_thread.join();
+  ready_thread.join();
+  nodes_->Stop();
+  factory_->Stop();
+  return s.code() == StatusCode::kAborted ? Status::Ok() : s;
+}
+
+std::shared_ptr<const Policy> Operator::ActivePolicy() {
+  std::vector<kube::ObjectPtr> cps = policies_->List();
+  std::vector<Json> objects;
+  for (const auto& cp : cps) objects.push_back(*cp);
+  int active = ActivePolicyIndex(objects);
+  if (active < 0) return nullptr;
+  const Json& cp = objects[active];
+  std::string version = kube::Uid(cp) + "/" + std::to_string(kube::Generation(cp));
+  std::lock_guard lock(policy_mu_);
+  if (version == policy_version_) return policy_;
+  auto parsed = ParsePolicy(cp, options_.env);
+  policy_version_ = version;
+  policy_ = parsed.ok() ? std::make_shared<const Policy>(std::move(parsed).value()) : nullptr;
+  return policy_;
+}
+
+kube::ReconcileResult Operator::ReconcileNode(const std::string& name) {
+  kube::ObjectPtr node = nodes_->Get(name);
+  if (!node) return kube::ReconcileResult::Ok();
+  std::shared_ptr<const Policy> policy = ActivePolicy();
+  if (!policy && !policies_->List().empty()) {
+    // A ClusterPolicy exists but does not parse: leave labels as they are
+    // until it is fixed (its status says why).
+    return kube::ReconcileResult::Ok();
+  }
+  LabelChanges changes = PlanNodeLabels(kube::Labels(*node), policy.get());
+  if (changes.empty()) return kube::ReconcileResult::Ok();
+  auto patched = client_.Patch(res::kNodes, "", name, kube::PatchType::kMerge, LabelPatch(changes));
+  if (!patched.ok()) {
+    if (kube::IsNotFound(patched.status())) return kube::ReconcileResult::Ok();
+    return kube::ReconcileResult::Error(patched.status().Annotate("labelling node " + name));
+  }
+  metrics_.node_label_patches_total++;
+  return kube::ReconcileResult::Ok();
+}
+
+Status Operator::Cleanup() {
+  Status first;
+  for (kube::Informer* inf : owned_) {
+    for (const kube::ObjectPtr& obj : inf->List()) {
+      if (kube::IsBeingDeleted(*obj)) continue;
+      kube::DeleteOptions opts;
+      opts.propagation_policy = "Background";
+      Status s =
+          client_.Delete(inf->options().resource, kube::Namespace(*obj), kube::Name(*obj), opts);
+      if (s.ok()) metrics_.object_writes_total++;
+      if (!s.ok() && !kube::IsNotFound(s) && first.ok()) first = s;
+    }
+  }
+  return first;
+}
+
+kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
+  metrics_.reconciliation_total++;
+  std::vector<kube::ObjectPtr> cps = policies_->List();
+  if (cps.empty()) {
+    metrics_.reconciliation_status = -2;
+    Status s = Cleanup();
+    if (!s.ok()) return kube::ReconcileResult::Error(s.Annotate("removing what gpuop added"));
+    return kube::ReconcileResult::Ok();
+  }
+  std::vector<Json> objects;
+  for (const auto& cp : cps) objects.push_back(*cp);
+  const int active_index = ActivePolicyIndex(objects);
+  const Json& active = objects[active_index];
+  const std::string now = kube::Rfc3339(std::chrono::system_clock::now());
+
+  // Every other ClusterPolicy is told, in its persisted status, that it is ignored.
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (static_cast<int>(i) == active_index) continue;
+    Json old = objects[i].value("status", Json::object());
+    Json status = IgnoredStatus(kube::Name(active), kube::Generation(objects[i]), old, now);
+    if (!StatusChanged(old, status)) continue;
+    kube::PatchOptions opts;
+    opts.subresource = "status";
+    auto r = client_.Patch(res::kClusterPolicies, "", kube::Name(objects[i]),
+                           kube::PatchType::kMerge, Json{{"status", status}}, opts);
+    if (!r.ok() && !kube::IsNotFound(r.status())) return kube::ReconcileResult::Error(r.status());
+  }
+
+  // Nodes: how many need the stack, on which OSes, and whether NFD runs at all.
+  int64_t gpu_nodes = 0;
+  bool nfd = false;
+  std::set<OsRelease> oses;
+  for (const kube::ObjectPtr& node : nodes_->List()) {
+    Labels labels = kube::Labels(*node);
+    nfd = nfd || HasNfdLabels(labels);
+    if (!NeedsOperands(labels)) continue;
+    ++gpu_nodes;
+    oses.insert(NodeOsRelease(labels));
+  }
+  metrics_.gpu_nodes_total = gpu_nodes;
+  metrics_.reconciliation_has_nfd_labels = nfd ? 1 : 0;
+
+  StatusInput in;
+  in.gpu_nodes = gpu_nodes;
+  in.nfd_labels_seen = nfd;
+  in.generation = kube::Generation(active);
+  in.namespace_ = options_.env.namespace_;
+
+  auto policy = ParsePolicy(active, options_.env);
+  Status write_error;
+  if (!policy.ok()) {
+    in.reconcile_error = policy.status();
+  } else {
+    in.ignored_fields = policy->ignored_fields;
+    RenderInput render{*policy, options_.env, active, {}};
+    render.driver_os.assign(oses.begin(), oses.end());
+
+    std::vector<RenderedObject> wanted = RenderPrerequisites(render);
+    for (Component c : kAllComponents) {
+      if (!policy->Enabled(c)) continue;
+      for (RenderedObject& o : RenderComponent(c, render)) wanted.push_back(std::move(o));
+    }
+
+    // Apply what differs from the cache, in order; remember what is wanted.
+    std::map<std::string, kube::Informer*> by_resource;
+    for (kube::Informer* inf : owned_) by_resource[ResourceKey(inf->options().resource)] = inf;
+    std::set<std::pair<std::string, std::string>> wanted_keys;
+    for (const RenderedObject& o : wanted) {
+      const std::string rkey = ResourceKey(o.resource);
+      const std::string key = kube::MakeKey(o.resource.namespaced ? kube::Namespace(o.object) : "",
+                                            kube::Name(o.object));
+      wanted_keys.insert({rkey, key});
+      auto it = by_resource.find(rkey);
+      kube::ObjectPtr cached = it == by_resource.end() ? nullptr : it->second->Get(key);
+      if (cached && Hash(*cached) == Hash(o.object) && !kube::IsBeingDeleted(*cached)) continue;
+      auto applied = client_.Apply(o.resource, o.object, options_.field_manager, true);
+      if (!applied.ok()) {
+        write_error = applied.status().Annotate("applying " + rkey + " " + key);
+        break;
+      }
+      metrics_.object_writes_total++;
+    }
+
+    // Owned objects nothing wants any more: a disabled component, a driver
+    // DaemonSet for an OS no GPU node runs.
+    if (write_error.ok()) {
+      for (kube::Informer* inf : owned_) {
+        const std::string rkey = ResourceKey(inf->options().resource);
+        for (const kube::ObjectPtr& obj : inf->List()) {
+          if (wanted_keys.count({rkey, kube::KeyOf(*obj)}) || kube::IsBeingDeleted(*obj)) continue;
+          kube::DeleteOptions opts;
+          opts.propagation_policy = "Background";
+          Status s = client_.Delete(inf->options().resource, kube::Namespace(*obj),
+                                    kube::Name(*obj), opts);
+          if (!s.ok() && !kube::IsNotFound(s)) {
+            write_error = s.Annotate("deleting " + rkey + " " + kube::KeyOf(*obj));
+            break;
+          }
+          metrics_.object_writes_total++;
+        }
+        if (!write_error.ok()) break;
+      }
+    }
+
+    // The namespace's pod-security labels (psa.enabled).
+    if (write_error.ok()) {
+      std::map<std::string, std::string> psa = NamespacePsaLabels(*policy);
+      if (!psa.empty()) {
+        auto ns = client_.Get(res::kNamespaces, "", options_.env.namespace_);
+        if (ns.ok()) {
+          Json labels = Json::object();
+          for (const auto& [k, v] : psa) {
+            if (kube::Label(*ns, k) != v) labels[k] = v;
+          }
+          if (!labels.empty()) {
+            auto r = client_.Patch(res::kNamespaces, "", options_.env.namespace_,
+                                   kube::PatchType::kMerge, {{"metadata", {{"labels", labels}}}});
+            if (!r.ok()) write_error = r.status().Annotate("labelling the namespace for PSA");
+          }
+        } else {
+          write_error = ns.status().Annotate("reading namespace " + options_.env.namespace_);
+        }
+      }
+    }
+    in.reconcile_error = write_error;
+
+    // Readiness from the DaemonSets as cached.
+    for (Component c : kAllComponents) {
+      std::vector<Json> daemonsets;
+      for (const kube::ObjectPtr& ds : daemonsets_->List()) {
+        if (kube::Label(*ds, kComponentLabel) == ComponentName(c)) daemonsets.push_back(*ds);
+      }
+      in.components.push_back(EvaluateComponent(c, policy->Enabled(c), daemonsets));
+    }
+  }
+
+  Json old = active.value("status", Json::object());
+  Json status = BuildStatus(in, old, now);
+  if (StatusChanged(old, status)) {
+    kube::PatchOptions opts;
+    opts.subresource = "status";
+    auto r = client_.Patch(res::kClusterPolicies, "", kube::Name(active), kube::PatchType::kMerge,
+                           Json{{"status", status}}, opts);
+    if (!r.ok() && !kube::IsNotFound(r.status()) && write_error.ok()) write_error = r.status();
+  }
+
+  const std::string state = status.value("state", "");
+  auto ready = kube::FindCondition(Json{{"status", status}}, "Ready");
+  // An Event for each state change, as persisted (so a restart repeats none).
+  if (state != old.value("state", "") && events_ != nullptr && ready) {
+    events_->Event(active, state == "ready" ? kube::EventType::kNormal : kube::EventType::kWarning,
+                   ready->reason, ready->message);
+  }
+
+  if (!in.reconcile_error.ok()) {
+    metrics_.reconciliation_failed_total++;
+    metrics_.reconciliation_status = -1;
+    // A spec that does not parse waits for the user to change it; a failed
+    // write is retried with backoff.
+    if (!policy.ok()) return kube::ReconcileResult::Ok();
+    return kube::ReconcileResult::Error(in.reconcile_error);
+  }
+  metrics_.reconciliation_status = state == "ready" ? 1 : 0;
+  metrics_.reconciliation_last_success_ts_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return kube::ReconcileResult::Ok();
+}
+
+}  // namespace gpuop::op

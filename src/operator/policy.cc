@@ -1,0 +1,288 @@
+#include "operator/policy.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "base/strings.h"
+
+namespace gpuop::op {
+namespace {
+
+struct ComponentInfo {
+  const char* name;
+  const char* spec_key;
+  const char* daemonset;
+  const char* subcommand;
+  bool default_enabled;
+};
+
+// NVIDIA's DaemonSet names, so `kubectl -n gpu-operator get ds` reads the same.
+ComponentInfo Info(Component c) {
+  switch (c) {
+    case Component::kDriver:
+      return {"driver", "driver", "nvidia-driver-daemonset", "", true};
+    case Component::kContainerToolkit:
+      return {"container-toolkit", "toolkit", "nvidia-container-toolkit-daemonset", "toolkit",
+              true};
+    case Component::kOperatorValidator:
+      return {"operator-validator", "validator", "nvidia-operator-validator", "validator", true};
+    case Component::kDevicePlugin:
+      return {"device-plugin", "devicePlugin", "nvidia-device-plugin-daemonset", "device-plugin",
+              true};
+    case Component::kDcgmExporter:
+      return {"dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter", "exporter", true};
+    case Component::kGpuFeatureDiscovery:
+      return {"gpu-feature-discovery", "gfd", "gpu-feature-discovery", "gfd", true};
+    case Component::kMigManager:
+      return {"mig-manager", "migManager", "nvidia-mig-manager", "mig-manager", true};
+    case Component::kNodeStatusExporter:
+      return {"node-status-exporter", "nodeStatusExporter", "nvidia-node-status-exporter",
+              "node-status-exporter", false};
+  }
+  return {"unknown", "unknown", "unknown", "", false};
+}
+
+const Json& Field(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string StringField(const Json& obj, const char* key, std::string fallback = "") {
+  const Json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : fallback;
+}
+
+bool BoolField(const Json& obj, const char* key, bool fallback) {
+  const Json& v = Field(obj, key);
+  return v.is_boolean() ? v.get<bool>() : fallback;
+}
+
+std::map<std::string, std::string> StringMap(const Json& obj) {
+  std::map<std::string, std::string> out;
+  if (!obj.is_object()) return out;
+  for (const auto& [k, v] : obj.items()) {
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+// repository/image:version, repository/image@sha256:... for a digest, or the
+// image verbatim when it is a full reference on its own.
+std::string ResolveImage(const Json& section) {
+  std::string repository = StringField(section, "repository");
+  std::string image = StringField(section, "image");
+  std::string version = StringField(section, "version");
+  if (image.empty()) return "";
+  if (repository.empty() && version.empty()) return image;
+  std::string ref = repository.empty() ? image : repository + "/" + image;
+  if (version.empty()) return ref;
+  return ref + (StartsWith(version, "sha256:") ? "@" : ":") + version;
+}
+
+void AddIfSet(const Json& section, const std::string& path, const char* key,
+              std::vector<std::string>& ignored) {
+  const Json& v = Field(section, key);
+  if (v.is_null()) return;
+  if ((v.is_string() || v.is_array() || v.is_object()) && v.empty()) return;
+  ignored.push_back(path + "." + key);
+}
+
+// Sections gpuop accepts but does not act on: reported when switched on.
+constexpr const char* kIgnoredSections[] = {"dcgm", "gds", "gdrcopy", "psp"};
+// Sandbox and vGPU components only matter with sandboxWorkloads.enabled.
+constexpr const char* kSandboxSections[] = {
+    "vfioManager", "sandboxDevicePlugin", "kataSandboxDevicePlugin",
+    "vgpuManager", "vgpuDeviceManager",   "kataManager",
+    "ccManager"};
+// Driver features gpuop does not implement; reported when turned on or set.
+constexpr const char* kDriverIgnoredKeys[] = {
+    "useNvidiaDriverCRD", "usePrecompiled",  "licensingConfig", "repoConfig",          "certConfig",
+    "kernelModuleConfig", "virtualTopology", "secretEnv",       "useOpenKernelModules"};
+
+std::vector<std::string> IgnoredFields(const Json& spec) {
+  std::vector<std::string> ignored;
+  for (const char* section : kIgnoredSections) {
+    const Json& s = Field(spec, section);
+    if (BoolField(s, "enabled", false))
+      ignored.push_back(std::string("spec.") + section + ".enabled");
+  }
+  const Json& sandbox = Field(spec, "sandboxWorkloads");
+  if (BoolField(sandbox, "enabled", false)) {
+    ignored.push_back("spec.sandboxWorkloads.enabled");
+    for (const char* section : kSandboxSections) {
+      if (BoolField(Field(spec, section), "enabled", false)) {
+        ignored.push_back(std::string("spec.") + section + ".enabled");
+      }
+    }
+  }
+  const Json& driver = Field(spec, "driver");
+  for (const char* key : kDriverIgnoredKeys) {
+    const Json& v = Field(driver, key);
+    if (v.is_boolean() ? v.get<bool>() : (!v.is_null() && !v.empty())) {
+      ignored.push_back(std::string("spec.driver.") + key);
+    }
+  }
+  if (BoolField(Field(driver, "rdma"), "enabled", false)) {
+    ignored.push_back("spec.driver.rdma.enabled");
+  }
+  if (BoolField(Field(spec, "cdi"), "nriPluginEnabled", false)) {
+    ignored.push_back("spec.cdi.nriPluginEnabled");
+  }
+  // gpuop's own components (and the driver manager) run gpuop's image,
+  // whatever the spec names.
+  for (const char* key : {"repository", "image", "version"}) {
+    AddIfSet(Field(driver, "manager"), "spec.driver.manager", key, ignored);
+  }
+  for (Component c : kAllComponents) {
+    if (c == Component::kDriver) continue;
+    std::string path = std::string("spec.") + Info(c).spec_key;
+    const Json& section = Field(spec, Info(c).spec_key);
+    for (const char* key : {"repository", "image", "version"})
+      AddIfSet(section, path, key, ignored);
+  }
+  return ignored;
+}
+
+Result<ComponentSpec> ParseComponent(Component c, const Json& spec, const OperatorEnv& env) {
+  ComponentInfo info = Info(c);
+  const Json& section = Field(spec, info.spec_key);
+  ComponentSpec out;
+  out.component = c;
+  // The validator gates every other component on a node: it cannot be off.
+  out.enabled = c == Component::kOperatorValidator
+                    ? true
+                    : BoolField(section, "enabled", info.default_enabled);
+  out.image_pull_policy = StringField(section, "imagePullPolicy", "IfNotPresent");
+  if (const Json& secrets = Field(section, "imagePullSecrets"); secrets.is_array()) {
+    for (const Json& s : secrets) {
+      if (s.is_string()) out.image_pull_secrets.push_back(s.get<std::string>());
+    }
+  }
+  if (const Json& r = Field(section, "resources"); r.is_object()) out.resources = r;
+  if (const Json& args = Field(section, "args"); args.is_array()) {
+    for (const Json& a : args) {
+      if (a.is_string()) out.args.push_back(a.get<std::string>());
+    }
+  }
+  if (const Json& e = Field(section, "env"); e.is_array()) out.env = e;
+  if (section.is_object()) out.settings = section;
+
+  if (c == Component::kDriver) {
+    out.image = ResolveImage(section);
+    if (out.image.empty()) out.image = env.driver_image_fallback;
+    if (out.image.empty() && out.enabled) {
+      return InvalidArgument(
+          "spec.driver: no driver image: set spec.driver.repository, image and version, or "
+          "DRIVER_IMAGE in the operator's environment (or spec.driver.enabled=false where nodes "
+          "have a host driver)");
+    }
+  } else {
+    out.image = env.gpuop_image;
+    if (out.image.empty() && out.enabled) {
+      return InvalidArgument(std::string("spec.") + info.spec_key +
+                             ": the operator does not know gpuop's image: set GPUOP_IMAGE in "
+                             "the operator's environment (the Helm chart does)");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ComponentName(Component c) { return Info(c).name; }
+std::string ComponentSpecKey(Component c) { return Info(c).spec_key; }
+std::string ComponentDaemonSetName(Component c) { return Info(c).daemonset; }
+std::string ComponentSubcommand(Component c) { return Info(c).subcommand; }
+
+const ComponentSpec& Policy::Get(Component c) const {
+  for (const ComponentSpec& s : components) {
+    if (s.component == c) return s;
+  }
+  static const ComponentSpec kDisabled = [] {
+    ComponentSpec s;
+    s.enabled = false;
+    return s;
+  }();
+  return kDisabled;
+}
+
+Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env) {
+  const Json& spec = Field(cluster_policy, "spec");
+  Policy p;
+  for (Component c : kAllComponents) {
+    GPUOP_ASSIGN_OR_RETURN(ComponentSpec cs, ParseComponent(c, spec, env));
+    p.components.push_back(std::move(cs));
+  }
+
+  const Json& ds = Field(spec, "daemonsets");
+  p.daemonsets.labels = StringMap(Field(ds, "labels"));
+  p.daemonsets.annotations = StringMap(Field(ds, "annotations"));
+  if (const Json& t = Field(ds, "tolerations"); t.is_array()) {
+    p.daemonsets.tolerations = t;
+    p.daemonsets.tolerations_set = true;
+  }
+  p.daemonsets.priority_class_name =
+      StringField(ds, "priorityClassName", p.daemonsets.priority_class_name);
+  p.daemonsets.update_strategy = StringField(ds, "updateStrategy", p.daemonsets.update_strategy);
+  if (p.daemonsets.update_strategy != "RollingUpdate" &&
+      p.daemonsets.update_strategy != "OnDelete") {
+    return InvalidArgument("spec.daemonsets.updateStrategy \"" + p.daemonsets.update_strategy +
+                           "\": must be RollingUpdate or OnDelete");
+  }
+  if (const Json& mu = Field(Field(ds, "rollingUpdate"), "maxUnavailable");
+      mu.is_string() || mu.is_number_integer()) {
+    p.daemonsets.max_unavailable = mu;
+  }
+  if (const Json& psc = Field(ds, "podSecurityContext"); psc.is_object()) {
+    p.daemonsets.pod_security_context = psc;
+  }
+
+  p.mig_strategy = StringField(Field(spec, "mig"), "strategy", p.mig_strategy);
+  if (p.mig_strategy != "none" && p.mig_strategy != "single" && p.mig_strategy != "mixed") {
+    return InvalidArgument("spec.mig.strategy \"" + p.mig_strategy +
+                           "\": must be none, single or mixed");
+  }
+  p.cdi_enabled = BoolField(Field(spec, "cdi"), "enabled", p.cdi_enabled);
+  p.psa_enabled = BoolField(Field(spec, "psa"), "enabled", p.psa_enabled);
+  const Json& operator_spec = Field(spec, "operator");
+  p.runtime_class = StringField(operator_spec, "runtimeClass", p.runtime_class);
+  p.default_runtime = StringField(operator_spec, "defaultRuntime", p.default_runtime);
+  const Json& host_paths = Field(spec, "hostPaths");
+  p.host_root_fs = StringField(host_paths, "rootFS", p.host_root_fs);
+  p.driver_install_dir = StringField(host_paths, "driverInstallDir", p.driver_install_dir);
+  p.kubelet_root_dir = StringField(host_paths, "kubeletRootDir", p.kubelet_root_dir);
+  p.toolkit_install_dir = StringField(Field(spec, "toolkit"), "installDir", p.toolkit_install_dir);
+
+  const Json& dp_config = Field(Field(spec, "devicePlugin"), "config");
+  p.device_plugin_config_name = StringField(dp_config, "name");
+  p.device_plugin_config_default = StringField(dp_config, "default");
+  const Json& mig_config = Field(Field(spec, "migManager"), "config");
+  p.mig_manager_config_name = StringField(mig_config, "name", p.mig_manager_config_name);
+  p.mig_manager_config_default = StringField(mig_config, "default", p.mig_manager_config_default);
+  p.dcgm_exporter_config_name = StringField(Field(Field(spec, "dcgmExporter"), "config"), "name");
+
+  p.ignored_fields = IgnoredFields(spec);
+  return p;
+}
+
+int ActivePolicyIndex(const std::vector<Json>& cluster_policies) {
+  int best = -1;
+  for (size_t i = 0; i < cluster_policies.size(); ++i) {
+    const Json& meta = Field(cluster_policies[i], "metadata");
+    // RFC 3339 timestamps in UTC compare as strings.
+    auto key = std::make_tuple(StringField(meta, "creationTimestamp"), StringField(meta, "name"));
+    if (best < 0) {
+      best = static_cast<int>(i);
+      continue;
+    }
+    const Json& best_meta = Field(cluster_policies[best], "metadata");
+    auto best_key = std::make_tuple(StringField(best_meta, "creationTimestamp"),
+                                    StringField(best_meta, "name"));
+    if (key < best_key) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+}  // namespace gpuop::op

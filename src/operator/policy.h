@@ -1,0 +1,117 @@
+// Policy: a ClusterPolicy's spec read into what the operator acts on, with
+// NVIDIA's defaults filled in (the CRD has none, so a stored object is
+// exactly what the user wrote), and the spec fields gpuop accepts but does
+// not act on listed for status.ignoredFields.
+//
+// Components gpuop implements run gpuop's own image (one binary in one image:
+// OperatorEnv::gpuop_image, which the Helm chart sets to the operator's own
+// image); their repository/image/version fields are therefore reported as
+// ignored. The driver runs the configured driver image.
+//
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gpuop::op {
+
+using Json = nlohmann::json;
+
+// The components, in dependency order (the order they are reconciled and
+// reported in status.components).
+enum class Component {
+  kDriver,
+  kContainerToolkit,
+  kOperatorValidator,
+  kDevicePlugin,
+  kDcgmExporter,
+  kGpuFeatureDiscovery,
+  kMigManager,
+  kNodeStatusExporter,
+};
+inline constexpr Component kAllComponents[] = {
+    Component::kDriver,       Component::kContainerToolkit,   Component::kOperatorValidator,
+    Component::kDevicePlugin, Component::kDcgmExporter,       Component::kGpuFeatureDiscovery,
+    Component::kMigManager,   Component::kNodeStatusExporter,
+};
+
+// "device-plugin": the status name and the suffix of nvidia.com/gpu.deploy.<name>.
+std::string ComponentName(Component c);
+// "devicePlugin": the ClusterPolicy spec key.
+std::string ComponentSpecKey(Component c);
+// "nvidia-device-plugin-daemonset": the DaemonSet (and ServiceAccount) name,
+// as NVIDIA's operator names them, so dashboards and runbooks keep working.
+std::string ComponentDaemonSetName(Component c);
+// "device-plugin": the gpuop subcommand, or "" for the driver container.
+std::string ComponentSubcommand(Component c);
+
+// What the operator's own environment supplies.
+struct OperatorEnv {
+  std::string namespace_ = "gpu-operator";
+  std::string gpuop_image;            // e.g. ghcr.io/gpuop/gpuop:0.1.0 (GPUOP_IMAGE)
+  std::string driver_image_fallback;  // DRIVER_IMAGE, when the spec names none
+};
+
+struct ComponentSpec {
+  Component component = Component::kDriver;
+  bool enabled = true;
+  std::string image;              // resolved: repo/image:tag or repo/image@sha256:...
+  std::string image_pull_policy;  // "" : IfNotPresent
+  std::vector<std::string> image_pull_secrets;
+  Json resources = Json::object();
+  std::vector<std::string> args;
+  Json env = Json::array();  // [{name, value|valueFrom}]
+  // Component-specific settings, as written (config names, ports, ...).
+  Json settings = Json::object();
+};
+
+struct DaemonSetsSpec {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  Json tolerations = Json::array();  // replaces the default toleration when set
+  bool tolerations_set = false;
+  std::string priority_class_name = "system-node-critical";
+  std::string update_strategy = "RollingUpdate";
+  Json max_unavailable = "1";  // int or percentage string
+  Json pod_security_context;   // null when unset
+};
+
+struct Policy {
+  std::vector<ComponentSpec> components;  // every Component, in order
+  DaemonSetsSpec daemonsets;
+  std::string mig_strategy = "single";  // none|single|mixed
+  bool cdi_enabled = true;
+  bool psa_enabled = false;
+  std::string runtime_class = "nvidia";
+  std::string default_runtime = "containerd";
+  std::string host_root_fs = "/";
+  std::string driver_install_dir = "/run/nvidia/driver";
+  std::string kubelet_root_dir = "/var/lib/kubelet";
+  std::string toolkit_install_dir = "/usr/local/nvidia";
+  std::string device_plugin_config_name;     // ConfigMap of named configs; "" none
+  std::string device_plugin_config_default;  // used without a node label
+  std::string mig_manager_config_name = "default-mig-parted-config";
+  std::string mig_manager_config_default = "all-disabled";
+  std::string dcgm_exporter_config_name;  // ConfigMap with the counters CSV; "" built-in
+  // spec paths set by the user that gpuop accepts but does not act on.
+  std::vector<std::string> ignored_fields;
+
+  const ComponentSpec& Get(Component c) const;
+  bool Enabled(Component c) const { return Get(c).enabled; }
+};
+
+// Reads a ClusterPolicy object (the whole JSON). Errors name the field and
+// the fix: an image that cannot be resolved, a bad mig.strategy.
+Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env);
+
+// Which of several ClusterPolicies is active: the oldest creationTimestamp,
+// the lower name on a tie (NVIDIA's rule). Returns its index; -1 for none.
+int ActivePolicyIndex(const std::vector<Json>& cluster_policies);
+
+}  // namespace gpuop::op

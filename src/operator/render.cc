@@ -1,0 +1,944 @@
+#include "operator/render.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "base/strings.h"
+#include "kube/object.h"
+#include "operator/node_labels.h"
+
+namespace gpuop::op {
+namespace {
+
+using kube::Resource;
+namespace resources = kube::resources;
+
+// ---------------------------------------------------------------------------
+// Reading the spec's free-form settings.
+
+const Json& Field(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string StringField(const Json& obj, const char* key, std::string fallback = "") {
+  const Json& v = Field(obj, key);
+  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : fallback;
+}
+
+bool BoolField(const Json& obj, const char* key, bool fallback) {
+  const Json& v = Field(obj, key);
+  return v.is_boolean() ? v.get<bool>() : fallback;
+}
+
+std::optional<int64_t> IntField(const Json& obj, const char* key) {
+  const Json& v = Field(obj, key);
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
+std::vector<std::string> StringList(const Json& v) {
+  std::vector<std::string> out;
+  if (!v.is_array()) return out;
+  for (const Json& s : v) {
+    if (s.is_string()) out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+// /host<host_path>: where gpuop's containers see a host path.
+std::string UnderHostRoot(std::string host_path) {
+  while (host_path.size() > 1 && host_path.back() == '/') host_path.pop_back();
+  if (host_path.empty() || host_path == "/") return kContainerHostRoot;
+  return std::string(kContainerHostRoot) + host_path;
+}
+
+// The driver's root as the host sees it: the driver container's, or the host's.
+std::string DriverRoot(const Policy& p) {
+  return p.Enabled(Component::kDriver) ? p.driver_install_dir : "/";
+}
+
+// ---------------------------------------------------------------------------
+// Metadata, RBAC and the hash.
+
+Json StandardLabels(const std::string& component) {
+  return Json{{kManagedByLabel, kManagedByValue},
+              {kPartOfLabel, kManagedByValue},
+              {kComponentLabel, component}};
+}
+
+Json Metadata(const RenderInput& in, const std::string& component, const std::string& name,
+              bool namespaced) {
+  Json meta{{"name", name}, {"labels", StandardLabels(component)}};
+  if (namespaced) meta["namespace"] = in.env.namespace_;
+  meta["ownerReferences"] = Json::array({kube::ControllerReference(in.owner)});
+  return meta;
+}
+
+RenderedObject Finish(const Resource& resource, Json object) {
+  std::string hash = ObjectHash(object);
+  object["metadata"]["annotations"][kLastAppliedHashAnnotation] = hash;
+  return {resource, std::move(object)};
+}
+
+struct Rule {
+  std::string group;  // "" core
+  std::vector<std::string> resources;
+  std::vector<std::string> verbs;
+};
+
+struct Rbac {
+  std::vector<Rule> cluster;     // ClusterRole
+  std::vector<Rule> namespaced;  // Role in the operator's namespace
+};
+
+Json RulesJson(const std::vector<Rule>& rules) {
+  Json out = Json::array();
+  for (const Rule& r : rules) {
+    out.push_back(Json{
+        {"apiGroups", Json::array({r.group})}, {"resources", r.resources}, {"verbs", r.verbs}});
+  }
+  return out;
+}
+
+// Least privilege: exactly what each component's process asks the API for.
+Rbac RbacFor(Component c) {
+  const std::vector<std::string> kRead = {"get", "list", "watch"};
+  const std::vector<std::string> kReadPatch = {"get", "list", "watch", "patch"};
+  switch (c) {
+    case Component::kDriver:
+      // driver-manager: cordon/label its node, evict GPU pods anywhere,
+      // find the operand DaemonSets it pauses.
+      return {.cluster = {{"", {"nodes"}, kReadPatch},
+                          {"", {"pods"}, {"list", "watch", "delete"}},
+                          {"", {"pods/eviction"}, {"create"}}},
+              .namespaced = {{"apps", {"daemonsets"}, {"get", "list"}}}};
+    case Component::kContainerToolkit:
+    case Component::kDcgmExporter:
+    case Component::kNodeStatusExporter:
+      return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {}};
+    case Component::kOperatorValidator:
+      return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {{"", {"pods"}, {"list"}}}};
+    case Component::kDevicePlugin:
+      // Its node's device-plugin.config label; the named configs.
+      return {.cluster = {{"", {"nodes"}, kRead}}, .namespaced = {{"", {"configmaps"}, kRead}}};
+    case Component::kGpuFeatureDiscovery:
+      return {.cluster = {{"", {"nodes"}, kReadPatch}},
+              .namespaced = {{"nfd.k8s-sigs.io",
+                              {"nodefeatures"},
+                              {"get", "list", "watch", "create", "update", "patch"}}}};
+    case Component::kMigManager:
+      // Events about a Node land in the "default" namespace, hence cluster-wide.
+      return {.cluster = {{"", {"nodes"}, kReadPatch},
+                          {"", {"pods"}, {"list", "watch"}},
+                          {"", {"events"}, {"create", "patch"}}},
+              .namespaced = {{"", {"configmaps"}, kRead}, {"", {"pods"}, {"delete"}}}};
+  }
+  return {};
+}
+
+// ServiceAccount, ClusterRole + binding, Role + binding (when needed).
+void AppendIdentity(const RenderInput& in, Component c, std::vector<RenderedObject>& out) {
+  const std::string component = ComponentName(c);
+  const std::string sa = ComponentDaemonSetName(c);
+  const std::string role = "gpuop-" + component;
+  const std::string rbac_api = "rbac.authorization.k8s.io/v1";
+  Json subject{{"kind", "ServiceAccount"}, {"name", sa}, {"namespace", in.env.namespace_}};
+  Rbac rbac = RbacFor(c);
+
+  out.push_back(
+      Finish(resources::kServiceAccounts, Json{{"apiVersion", "v1"},
+                                               {"kind", "ServiceAccount"},
+                                               {"metadata", Metadata(in, component, sa, true)}}));
+  if (!rbac.cluster.empty()) {
+    out.push_back(
+        Finish(resources::kClusterRoles, Json{{"apiVersion", rbac_api},
+                                              {"kind", "ClusterRole"},
+                                              {"metadata", Metadata(in, component, role, false)},
+                                              {"rules", RulesJson(rbac.cluster)}}));
+    out.push_back(Finish(
+        resources::kClusterRoleBindings,
+        Json{{"apiVersion", rbac_api},
+             {"kind", "ClusterRoleBinding"},
+             {"metadata", Metadata(in, component, role, false)},
+             {"roleRef",
+              {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", role}}},
+             {"subjects", Json::array({subject})}}));
+  }
+  if (!rbac.namespaced.empty()) {
+    out.push_back(Finish(resources::kRoles, Json{{"apiVersion", rbac_api},
+                                                 {"kind", "Role"},
+                                                 {"metadata", Metadata(in, component, role, true)},
+                                                 {"rules", RulesJson(rbac.namespaced)}}));
+    out.push_back(
+        Finish(resources::kRoleBindings,
+               Json{{"apiVersion", rbac_api},
+                    {"kind", "RoleBinding"},
+                    {"metadata", Metadata(in, component, role, true)},
+                    {"roleRef",
+                     {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", role}}},
+                    {"subjects", Json::array({subject})}}));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Containers: env, mounts.
+
+Json EnvValue(const std::string& name, const std::string& value) {
+  return Json{{"name", name}, {"value", value}};
+}
+
+Json EnvFromField(const std::string& name, const std::string& field_path) {
+  return Json{{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", field_path}}}}}};
+}
+
+// Appends `extra` (spec env: [{name, value|valueFrom}]) after `env`; an extra
+// entry replaces an earlier one of the same name. Only the EnvVar fields are
+// kept, so a stray key in the spec cannot make the DaemonSet invalid.
+void MergeEnv(Json& env, const Json& extra) {
+  if (!extra.is_array()) return;
+  for (const Json& e : extra) {
+    const Json& name = Field(e, "name");
+    if (!name.is_string() || name.get<std::string>().empty()) continue;
+    Json var{{"name", name}};
+    const Json& value = Field(e, "value");
+    if (value.is_string()) {
+      var["value"] = value;
+    } else if (value.is_number() || value.is_boolean()) {
+      var["value"] = value.dump();
+    }
+    if (const Json& from = Field(e, "valueFrom"); from.is_object() && !var.contains("value")) {
+      var["valueFrom"] = from;
+    }
+    auto same = [&](const Json& x) { return x.is_object() && x.value("name", "") == name; };
+    env.erase(std::remove_if(env.begin(), env.end(), same), env.end());
+    env.push_back(std::move(var));
+  }
+}
+
+struct HostMount {
+  std::string volume;
+  std::string host_path;
+  std::string mount_path;
+  bool read_only = false;
+  std::string propagation;  // "" (None), HostToContainer, Bidirectional
+  std::string type;         // hostPath type; "" no check
+};
+
+void AddVolume(Json& volumes, Json volume) {
+  for (const Json& v : volumes) {
+    if (v["name"] == volume["name"]) return;
+  }
+  volumes.push_back(std::move(volume));
+}
+
+void Mount(Json& container, const std::string& volume, const std::string& mount_path,
+           bool read_only, const std::string& propagation = "") {
+  Json m{{"name", volume}, {"mountPath", mount_path}};
+  if (read_only) m["readOnly"] = true;
+  if (!propagation.empty()) m["mountPropagation"] = propagation;
+  container["volumeMounts"].push_back(std::move(m));
+}
+
+void AddHostMount(Json& volumes, Json& container, const HostMount& hm) {
+  Json host_path{{"path", hm.host_path}};
+  if (!hm.type.empty()) host_path["type"] = hm.type;
+  AddVolume(volumes, Json{{"name", hm.volume}, {"hostPath", host_path}});
+  Mount(container, hm.volume, hm.mount_path, hm.read_only, hm.propagation);
+}
+
+void AddConfigMapMount(Json& volumes, Json& container, const std::string& volume,
+                       const std::string& config_map, const std::string& mount_path) {
+  AddVolume(volumes, Json{{"name", volume}, {"configMap", {{"name", config_map}}}});
+  Mount(container, volume, mount_path, true);
+}
+
+// The host directories of the scheme in render.h.
+HostMount HostRoot(const Policy& p) {
+  return {"host-root", p.host_root_fs, kContainerHostRoot, true, "HostToContainer", ""};
+}
+HostMount RunNvidia() {
+  return {"run-nvidia", "/run/nvidia",     UnderHostRoot("/run/nvidia"),
+          false,        "HostToContainer", "DirectoryOrCreate"};
+}
+HostMount Validations(bool read_only) {
+  return {"validations",
+          "/run/nvidia/validations",
+          UnderHostRoot("/run/nvidia/validations"),
+          read_only,
+          "",
+          "DirectoryOrCreate"};
+}
+HostMount Cdi(bool read_only) {
+  return {"cdi", "/var/run/cdi", UnderHostRoot("/var/run/cdi"), read_only, "", "DirectoryOrCreate"};
+}
+HostMount HostSys() { return {"host-sys", "/sys", UnderHostRoot("/sys"), true, "", "Directory"}; }
+// The kubelet's directories, mounted where gpuop looks by default.
+HostMount Kubelet(const Policy& p, const std::string& volume, const std::string& sub,
+                  bool read_only) {
+  return {volume,
+          p.kubelet_root_dir + "/" + sub,
+          UnderHostRoot("/var/lib/kubelet/" + sub),
+          read_only,
+          "",
+          ""};
+}
+
+struct RuntimeInfo {
+  std::string flag;        // gpuop runtime configure --runtime
+  std::string config_dir;  // what it writes
+};
+
+RuntimeInfo Runtime(const Policy& p) {
+  if (p.default_runtime == "crio") return {"crio", "/etc/crio"};
+  if (p.default_runtime == "docker") return {"docker", "/etc/docker"};
+  return {"containerd", "/etc/containerd"};
+}
+
+// A container running `gpuop --host-root /host <subcommand...>`. With
+// `from_spec`, the spec's args, env and resources are applied (the
+// component's main container); init containers get the component's defaults.
+Json GpuopContainer(const std::string& name, const ComponentSpec& spec,
+                    const std::vector<std::string>& subcommand, const Json& env_defaults,
+                    bool privileged, bool from_spec) {
+  Json command = Json::array({"gpuop", "--host-root", kContainerHostRoot});
+  for (const std::string& s : subcommand) command.push_back(s);
+  Json env = Json::array({EnvFromField("NODE_NAME", "spec.nodeName"),
+                          EnvFromField("OPERATOR_NAMESPACE", "metadata.namespace")});
+  MergeEnv(env, env_defaults);
+  Json c{
+      {"name", name},
+      {"image", spec.image},
+      {"imagePullPolicy", spec.image_pull_policy.empty() ? "IfNotPresent" : spec.image_pull_policy},
+      {"command", command},
+      {"volumeMounts", Json::array()}};
+  if (from_spec) {
+    if (!spec.args.empty()) c["args"] = spec.args;
+    MergeEnv(env, spec.env);
+  }
+  c["env"] = std::move(env);
+  if (from_spec) {
+    Json res = Json::object();
+    for (const char* key : {"limits", "requests"}) {
+      if (const Json& v = Field(spec.resources, key); v.is_object() && !v.empty()) res[key] = v;
+    }
+    if (!res.empty()) c["resources"] = std::move(res);
+  }
+  if (privileged) c["securityContext"] = {{"privileged", true}};
+  return c;
+}
+
+// Drops empty lists the builders started with.
+void Tidy(Json& pod_spec) {
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!pod_spec.contains(list)) continue;
+    for (Json& c : pod_spec[list]) {
+      if (c.contains("volumeMounts") && c["volumeMounts"].empty()) c.erase("volumeMounts");
+    }
+    if (pod_spec[list].empty()) pod_spec.erase(list);
+  }
+  if (pod_spec.contains("volumes") && pod_spec["volumes"].empty()) pod_spec.erase("volumes");
+}
+
+// ---------------------------------------------------------------------------
+// Pods and DaemonSets.
+
+Json DefaultTolerations() {
+  return Json::array(
+      {Json{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
+}
+
+// The pod-level fields every component shares.
+Json BasePodSpec(const RenderInput& in, const ComponentSpec& spec, bool gpu_consumer,
+                 const std::vector<std::string>& extra_pull_secrets = {}) {
+  const Policy& p = in.policy;
+  Json s{{"serviceAccountName", ComponentDaemonSetName(spec.component)},
+         {"tolerations",
+          p.daemonsets.tolerations_set ? p.daemonsets.tolerations : DefaultTolerations()},
+         {"containers", Json::array()},
+         {"initContainers", Json::array()},
+         {"volumes", Json::array()}};
+  if (!p.daemonsets.priority_class_name.empty()) {
+    s["priorityClassName"] = p.daemonsets.priority_class_name;
+  }
+  if (gpu_consumer && !p.runtime_class.empty()) s["runtimeClassName"] = p.runtime_class;
+  std::vector<std::string> secrets = spec.image_pull_secrets;
+  for (const std::string& x : extra_pull_secrets) {
+    if (std::find(secrets.begin(), secrets.end(), x) == secrets.end()) secrets.push_back(x);
+  }
+  if (!secrets.empty()) {
+    Json list = Json::array();
+    for (const std::string& x : secrets) list.push_back(Json{{"name", x}});
+    s["imagePullSecrets"] = std::move(list);
+  }
+  if (p.daemonsets.pod_security_context.is_object()) {
+    s["securityContext"] = p.daemonsets.pod_security_context;
+  }
+  if (BoolField(spec.settings, "hostNetwork", false)) {
+    s["hostNetwork"] = true;
+    s["dnsPolicy"] = "ClusterFirstWithHostNet";
+  }
+  return s;
+}
+
+// "1" → 1: DaemonSet maxUnavailable is an int or a percentage string, and
+// the Helm chart writes the int as a string.
+Json IntOrPercent(const Json& v) {
+  if (v.is_string()) {
+    if (auto n = ParseUint(v.get<std::string>()); n.has_value()) {
+      return static_cast<int64_t>(*n);
+    }
+  }
+  return v;
+}
+
+struct PodExtras {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+};
+
+Json DaemonSetObject(const RenderInput& in, Component c, const std::string& name,
+                     Json node_selector, Json pod_spec, const PodExtras& extras = {}) {
+  const Policy& p = in.policy;
+  const std::string component = ComponentName(c);
+  Json meta = Metadata(in, component, name, true);
+  meta["labels"]["app"] = name;
+
+  Json pod_labels = StandardLabels(component);
+  for (const auto& [k, v] : p.daemonsets.labels) pod_labels[k] = v;
+  for (const auto& [k, v] : extras.labels) pod_labels[k] = v;
+  pod_labels["app"] = name;  // the selector: never overridden
+  Json pod_meta{{"labels", pod_labels}};
+  Json annotations = Json::object();
+  for (const auto& [k, v] : p.daemonsets.annotations) annotations[k] = v;
+  for (const auto& [k, v] : extras.annotations) annotations[k] = v;
+  if (!annotations.empty()) pod_meta["annotations"] = std::move(annotations);
+
+  pod_spec["nodeSelector"] = std::move(node_selector);
+  Tidy(pod_spec);
+
+  Json strategy;
+  // The driver is replaced node by node by its upgrade controller, never rolled.
+  if (c == Component::kDriver || p.daemonsets.update_strategy == "OnDelete") {
+    strategy = {{"type", "OnDelete"}};
+  } else {
+    strategy = {
+        {"type", "RollingUpdate"},
+        {"rollingUpdate", {{"maxUnavailable", IntOrPercent(p.daemonsets.max_unavailable)}}}};
+  }
+  return Json{{"apiVersion", "apps/v1"},
+              {"kind", "DaemonSet"},
+              {"metadata", std::move(meta)},
+              {"spec",
+               {{"selector", {{"matchLabels", {{"app", name}}}}},
+                {"updateStrategy", std::move(strategy)},
+                {"template", {{"metadata", std::move(pod_meta)}, {"spec", std::move(pod_spec)}}}}}};
+}
+
+Json DeploySelector(Component c) { return Json{{DeployLabel(c), "true"}}; }
+
+Json ServiceObject(const RenderInput& in, Component c, const std::string& port_name, int port,
+                   const Json& service_settings) {
+  const std::string name = ComponentDaemonSetName(c);
+  Json meta = Metadata(in, ComponentName(c), name, true);
+  meta["labels"]["app"] = name;
+  Json spec{
+      {"selector", {{"app", name}}},
+      {"ports",
+       Json::array({Json{
+           {"name", port_name}, {"port", port}, {"targetPort", port}, {"protocol", "TCP"}}})}};
+  if (std::string type = StringField(service_settings, "type"); !type.empty()) spec["type"] = type;
+  if (std::string itp = StringField(service_settings, "internalTrafficPolicy"); !itp.empty()) {
+    spec["internalTrafficPolicy"] = itp;
+  }
+  return Json{{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", meta}, {"spec", spec}};
+}
+
+// ---------------------------------------------------------------------------
+// The components.
+
+void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kDriver);
+  const Json& manager = Field(spec.settings, "manager");
+  const Json& drain = Field(Field(spec.settings, "upgradePolicy"), "drain");
+
+  for (const OsRelease& os : in.driver_os) {
+    Json pod = BasePodSpec(in, spec, false, StringList(Field(manager, "imagePullSecrets")));
+    pod["hostPID"] = true;
+
+    // k8s-driver-manager (gpuop driver-manager): makes way for the driver.
+    // Its environment, upstream's names:
+    //   NODE_NAME, OPERATOR_NAMESPACE      who and where it is
+    //   NVIDIA_DRIVER_ROOT                 the driver root it unmounts
+    //   ENABLE_GPU_POD_EVICTION=true       evict GPU pods before unloading
+    //   ENABLE_AUTO_DRAIN, DRAIN_USE_FORCE, DRAIN_POD_SELECTOR_LABEL,
+    //   DRAIN_TIMEOUT_SECONDS, DRAIN_DELETE_EMPTYDIR_DATA
+    //                                      from driver.upgradePolicy.drain
+    // then driver.manager.env.
+    Json manager_env = Json::array(
+        {EnvValue("NVIDIA_DRIVER_ROOT", p.driver_install_dir),
+         EnvValue("ENABLE_GPU_POD_EVICTION", "true"),
+         EnvValue("ENABLE_AUTO_DRAIN", BoolField(drain, "enable", false) ? "true" : "false"),
+         EnvValue("DRAIN_USE_FORCE", BoolField(drain, "force", false) ? "true" : "false"),
+         EnvValue("DRAIN_POD_SELECTOR_LABEL", StringField(drain, "podSelector")),
+         EnvValue("DRAIN_TIMEOUT_SECONDS",
+                  std::to_string(IntField(drain, "timeoutSeconds").value_or(300)) + "s"),
+         EnvValue("DRAIN_DELETE_EMPTYDIR_DATA",
+                  BoolField(drain, "deleteEmptyDir", false) ? "true" : "false")});
+    MergeEnv(manager_env, Field(manager, "env"));
+    ComponentSpec manager_spec = spec;
+    manager_spec.image = in.env.gpuop_image;
+    manager_spec.image_pull_policy = StringField(manager, "imagePullPolicy", "IfNotPresent");
+    Json init = GpuopContainer("k8s-driver-manager", manager_spec, {"driver-manager"}, manager_env,
+                               true, false);
+    AddHostMount(pod["volumes"], init, HostRoot(p));
+    HostMount run_nvidia = RunNvidia();
+    run_nvidia.propagation = "Bidirectional";  // it unmounts the driver root
+    AddHostMount(pod["volumes"], init, run_nvidia);
+    pod["initContainers"].push_back(std::move(init));
+
+    // NVIDIA's driver image, its own entrypoint, the paths it expects.
+    Json env = Json::array(
+        {EnvValue("KERNEL_MODULE_TYPE", StringField(spec.settings, "kernelModuleType", "auto"))});
+    MergeEnv(env, spec.env);
+    const Json& probe_spec = Field(spec.settings, "startupProbe");
+    Json ctr{
+        {"name", "nvidia-driver-ctr"},
+        {"image", DriverImageForOs(spec.image, os)},
+        {"imagePullPolicy",
+         spec.image_pull_policy.empty() ? "IfNotPresent" : spec.image_pull_policy},
+        {"env", env},
+        {"securityContext", {{"privileged", true}}},
+        // .driver-ctr-ready is the validator's signal that the driver is up.
+        {"startupProbe",
+         {{"exec",
+           {{"command",
+             {"sh", "-c",
+              "nvidia-smi >/dev/null && mkdir -p /run/nvidia/validations && "
+              "touch /run/nvidia/validations/.driver-ctr-ready"}}}},
+          {"initialDelaySeconds", IntField(probe_spec, "initialDelaySeconds").value_or(60)},
+          {"periodSeconds", IntField(probe_spec, "periodSeconds").value_or(10)},
+          {"timeoutSeconds", IntField(probe_spec, "timeoutSeconds").value_or(60)},
+          {"failureThreshold", IntField(probe_spec, "failureThreshold").value_or(120)}}},
+        {"lifecycle",
+         {{"preStop",
+           {{"exec", {{"command", {"rm", "-f", "/run/nvidia/validations/.driver-ctr-ready"}}}}}}}},
+        {"volumeMounts", Json::array()}};
+    if (!spec.args.empty()) ctr["args"] = spec.args;
+    Json res = Json::object();
+    for (const char* key : {"limits", "requests"}) {
+      if (const Json& v = Field(spec.resources, key); v.is_object() && !v.empty()) res[key] = v;
+    }
+    if (!res.empty()) ctr["resources"] = std::move(res);
+    Json& vols = pod["volumes"];
+    AddVolume(vols, Json{{"name", "run-nvidia"},
+                         {"hostPath", {{"path", "/run/nvidia"}, {"type", "DirectoryOrCreate"}}}});
+    Mount(ctr, "run-nvidia", "/run/nvidia", false, "Bidirectional");
+    AddHostMount(vols, ctr, {"host-os-release", "/etc/os-release", "/host-etc/os-release", true});
+    AddHostMount(vols, ctr, {"var-log", "/var/log", "/var/log"});
+    AddHostMount(vols, ctr, {"dev-log", "/dev/log", "/dev/log"});
+    AddHostMount(vols, ctr,
+                 {"firmware-search-path", "/sys/module/firmware_class/parameters/path",
+                  "/sys/module/firmware_class/parameters/path"});
+    pod["containers"].push_back(std::move(ctr));
+
+    Json selector = DeploySelector(Component::kDriver);
+    if (!os.id.empty()) {
+      selector[kOsIdLabel] = os.id;
+      if (!os.version_id.empty()) selector[kOsVersionLabel] = os.version_id;
+    }
+    out.push_back(Finish(resources::kDaemonSets,
+                         DaemonSetObject(in, Component::kDriver, DriverDaemonSetName(os),
+                                         std::move(selector), std::move(pod))));
+  }
+}
+
+void RenderToolkit(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kContainerToolkit);
+  Json pod = BasePodSpec(in, spec, false);
+  Json& vols = pod["volumes"];
+
+  // Adds the runtime handler the RuntimeClass names (the runtime reads it at
+  // its next restart; gpuop never restarts it).
+  RuntimeInfo rt = Runtime(p);
+  std::vector<std::string> configure = {"runtime", "configure",      "--runtime",
+                                        rt.flag,   "--runtime-name", p.runtime_class};
+  if (p.cdi_enabled) configure.push_back("--cdi-enabled");
+  Json init = GpuopContainer("runtime-config", spec, configure, Json::array(), false, false);
+  AddHostMount(vols, init, HostRoot(p));
+  AddHostMount(vols, init,
+               {"runtime-config", rt.config_dir, UnderHostRoot(rt.config_dir), false, "",
+                "DirectoryOrCreate"});
+  pod["initContainers"].push_back(std::move(init));
+
+  Json env =
+      Json::array({EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
+                   EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
+  Json ctr = GpuopContainer("nvidia-container-toolkit-ctr", spec, {"toolkit"}, env, true, true);
+  AddHostMount(vols, ctr, HostRoot(p));
+  AddHostMount(vols, ctr, RunNvidia());
+  AddHostMount(vols, ctr, Cdi(false));
+  AddHostMount(vols, ctr,
+               {"toolkit-install", p.toolkit_install_dir, UnderHostRoot(p.toolkit_install_dir),
+                false, "", "DirectoryOrCreate"});
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(
+      Finish(resources::kDaemonSets,
+             DaemonSetObject(in, Component::kContainerToolkit,
+                             ComponentDaemonSetName(Component::kContainerToolkit),
+                             DeploySelector(Component::kContainerToolkit), std::move(pod))));
+}
+
+void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kOperatorValidator);
+  Json pod = BasePodSpec(in, spec, true);
+  Json& vols = pod["volumes"];
+  auto mounts = [&](Json& c) {
+    AddHostMount(vols, c, HostRoot(p));
+    AddHostMount(vols, c, RunNvidia());
+    AddHostMount(
+        vols, c,
+        {"host-dev-char", "/dev/char", UnderHostRoot("/dev/char"), false, "", "Directory"});
+  };
+  Json base_env = Json::array(
+      {EnvValue("NVIDIA_VISIBLE_DEVICES", "all"), EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p))});
+
+  // One init container per check, in NVIDIA's order; each waits
+  // (WITH_WAIT=true) until its check passes, and takes validator.<check>.env.
+  std::vector<std::string> checks = {"driver", "toolkit", "cuda"};
+  if (p.Enabled(Component::kDevicePlugin)) checks.push_back("plugin");
+  for (const std::string& check : checks) {
+    Json env = base_env;
+    env.push_back(EnvValue("COMPONENT", check));
+    env.push_back(EnvValue("WITH_WAIT", "true"));
+    // The driver check reads the driver from the host root; asking the
+    // runtime for GPUs before the driver is up would fail the container.
+    if (check == "driver") MergeEnv(env, Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "void")}));
+    MergeEnv(env, spec.env);
+    MergeEnv(env, Field(Field(spec.settings, check.c_str()), "env"));
+    Json c = GpuopContainer(check + "-validation", spec, {"validator"}, env, true, false);
+    mounts(c);
+    pod["initContainers"].push_back(std::move(c));
+  }
+  // The main container holds the node's validations while it runs (no
+  // COMPONENT: the validator issue defines it).
+  Json ctr = GpuopContainer("nvidia-operator-validator", spec, {"validator"}, base_env, true, true);
+  mounts(ctr);
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(
+      Finish(resources::kDaemonSets,
+             DaemonSetObject(in, Component::kOperatorValidator,
+                             ComponentDaemonSetName(Component::kOperatorValidator),
+                             DeploySelector(Component::kOperatorValidator), std::move(pod))));
+}
+
+void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kDevicePlugin);
+  Json pod = BasePodSpec(in, spec, true);
+  Json& vols = pod["volumes"];
+  Json env = Json::array(
+      {EnvValue("NVIDIA_VISIBLE_DEVICES", "all"), EnvValue("MIG_STRATEGY", p.mig_strategy),
+       EnvValue("FAIL_ON_INIT_ERROR", "true"), EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
+       EnvValue("PASS_DEVICE_SPECS", "true"),
+       EnvValue("DEVICE_LIST_STRATEGY", p.cdi_enabled ? "cdi-annotations,cdi-cri" : "envvar"),
+       EnvValue("DEVICE_ID_STRATEGY", "uuid")});
+  // Named configs: the plugin picks one by its node's label (the names of
+  // upstream's config-manager).
+  if (!p.device_plugin_config_name.empty()) {
+    env.push_back(EnvValue("CONFIG_FILE_SRCDIR", "/available-configs"));
+    env.push_back(EnvValue("NODE_LABEL", "nvidia.com/device-plugin.config"));
+    if (!p.device_plugin_config_default.empty()) {
+      env.push_back(EnvValue("DEFAULT_CONFIG", p.device_plugin_config_default));
+    }
+  }
+  std::string mps_root = StringField(Field(spec.settings, "mps"), "root");
+  if (!mps_root.empty()) env.push_back(EnvValue("MPS_ROOT", mps_root));
+
+  Json ctr = GpuopContainer("nvidia-device-plugin", spec, {"device-plugin"}, env, false, true);
+  AddHostMount(vols, ctr, Kubelet(p, "device-plugins", "device-plugins", false));
+  AddHostMount(vols, ctr, Cdi(true));
+  AddHostMount(vols, ctr, HostSys());
+  if (!mps_root.empty()) {
+    AddHostMount(vols, ctr,
+                 {"mps-root", mps_root, UnderHostRoot(mps_root), false, "", "DirectoryOrCreate"});
+  }
+  if (!p.device_plugin_config_name.empty()) {
+    AddConfigMapMount(vols, ctr, "available-configs", p.device_plugin_config_name,
+                      "/available-configs");
+  }
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(Finish(resources::kDaemonSets,
+                       DaemonSetObject(in, Component::kDevicePlugin,
+                                       ComponentDaemonSetName(Component::kDevicePlugin),
+                                       DeploySelector(Component::kDevicePlugin), std::move(pod))));
+}
+
+void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kDcgmExporter);
+  constexpr int kPort = 9400;
+  out.push_back(
+      Finish(resources::kServices, ServiceObject(in, Component::kDcgmExporter, "gpu-metrics", kPort,
+                                                 Field(spec.settings, "service"))));
+
+  Json pod = BasePodSpec(in, spec, true);
+  if (BoolField(spec.settings, "hostPID", false)) pod["hostPID"] = true;
+  Json& vols = pod["volumes"];
+  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+                          EnvValue("DCGM_EXPORTER_LISTEN", ":" + std::to_string(kPort)),
+                          EnvValue("DCGM_EXPORTER_KUBERNETES", "true")});
+  if (!p.dcgm_exporter_config_name.empty()) {
+    env.push_back(EnvValue("DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcgm-metrics.csv"));
+  }
+  Json ctr = GpuopContainer("nvidia-dcgm-exporter", spec, {"exporter"}, env, false, true);
+  ctr["ports"] = Json::array({Json{{"name", "metrics"}, {"containerPort", kPort}}});
+  AddHostMount(vols, ctr, Kubelet(p, "pod-resources", "pod-resources", true));
+  if (!p.dcgm_exporter_config_name.empty()) {
+    AddConfigMapMount(vols, ctr, "metrics-config", p.dcgm_exporter_config_name,
+                      "/etc/dcgm-exporter");
+  }
+  pod["containers"].push_back(std::move(ctr));
+  PodExtras extras;
+  if (const Json& labels = Field(spec.settings, "podLabels"); labels.is_object()) {
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) extras.labels[k] = v.get<std::string>();
+    }
+  }
+  if (const Json& annotations = Field(spec.settings, "podAnnotations"); annotations.is_object()) {
+    for (const auto& [k, v] : annotations.items()) {
+      if (v.is_string()) extras.annotations[k] = v.get<std::string>();
+    }
+  }
+  out.push_back(
+      Finish(resources::kDaemonSets,
+             DaemonSetObject(in, Component::kDcgmExporter,
+                             ComponentDaemonSetName(Component::kDcgmExporter),
+                             DeploySelector(Component::kDcgmExporter), std::move(pod), extras)));
+}
+
+void RenderGfd(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kGpuFeatureDiscovery);
+  Json pod = BasePodSpec(in, spec, true);
+  Json& vols = pod["volumes"];
+  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+                          EnvValue("MIG_STRATEGY", p.mig_strategy),
+                          EnvValue("GFD_SLEEP_INTERVAL", "60s")});
+  Json ctr = GpuopContainer("gpu-feature-discovery", spec, {"gfd"}, env, false, true);
+  const std::string features = "/etc/kubernetes/node-feature-discovery/features.d";
+  AddHostMount(vols, ctr,
+               {"nfd-features", features, UnderHostRoot(features), false, "", "DirectoryOrCreate"});
+  AddHostMount(vols, ctr, HostSys());
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(
+      Finish(resources::kDaemonSets,
+             DaemonSetObject(in, Component::kGpuFeatureDiscovery,
+                             ComponentDaemonSetName(Component::kGpuFeatureDiscovery),
+                             DeploySelector(Component::kGpuFeatureDiscovery), std::move(pod))));
+}
+
+// mig-parted format (facts/node.md §4.1); the MIG manager issue adds the
+// per-model layouts.
+constexpr const char* kDefaultMigConfig =
+    "version: v1\n"
+    "mig-configs:\n"
+    "  all-disabled:\n"
+    "    - devices: all\n"
+    "      mig-enabled: false\n"
+    "  all-enabled:\n"
+    "    - devices: all\n"
+    "      mig-enabled: true\n"
+    "      mig-devices: {}\n";
+
+void RenderMigManager(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kMigManager);
+  const std::string component = ComponentName(Component::kMigManager);
+  // A user-named ConfigMap is the user's: never created or changed here.
+  if (p.mig_manager_config_name == kDefaultMigConfigMap) {
+    out.push_back(Finish(resources::kConfigMaps,
+                         Json{{"apiVersion", "v1"},
+                              {"kind", "ConfigMap"},
+                              {"metadata", Metadata(in, component, kDefaultMigConfigMap, true)},
+                              {"data", {{"config.yaml", kDefaultMigConfig}}}}));
+  }
+  Json pod = BasePodSpec(in, spec, true);
+  Json& vols = pod["volumes"];
+  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+                          EnvValue("CONFIG_FILE", "/mig-parted-config/config.yaml"),
+                          EnvValue("WITH_REBOOT", "false"),
+                          EnvValue("CDI_ENABLED", p.cdi_enabled ? "true" : "false"),
+                          EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p))});
+  std::string clients = StringField(Field(spec.settings, "gpuClientsConfig"), "name");
+  if (!clients.empty()) env.push_back(EnvValue("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"));
+  Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env, true, true);
+  AddHostMount(vols, ctr, HostRoot(p));
+  AddHostMount(vols, ctr, RunNvidia());
+  AddHostMount(vols, ctr, Cdi(false));
+  AddHostMount(vols, ctr,
+               {"mig-manager-state", "/etc/nvidia-mig-manager",
+                UnderHostRoot("/etc/nvidia-mig-manager"), false, "", "DirectoryOrCreate"});
+  AddConfigMapMount(vols, ctr, "mig-parted-config", p.mig_manager_config_name,
+                    "/mig-parted-config");
+  if (!clients.empty()) AddConfigMapMount(vols, ctr, "gpu-clients", clients, "/gpu-clients");
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(Finish(
+      resources::kDaemonSets,
+      DaemonSetObject(in, Component::kMigManager, ComponentDaemonSetName(Component::kMigManager),
+                      DeploySelector(Component::kMigManager), std::move(pod))));
+}
+
+void RenderNodeStatusExporter(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kNodeStatusExporter);
+  constexpr int kPort = 8000;
+  out.push_back(Finish(resources::kServices, ServiceObject(in, Component::kNodeStatusExporter,
+                                                           "metrics", kPort, Json::object())));
+  Json pod = BasePodSpec(in, spec, true);
+  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all")});
+  Json ctr = GpuopContainer("nvidia-node-status-exporter", spec, {"node-status-exporter"}, env,
+                            false, true);
+  ctr["ports"] = Json::array({Json{{"name", "metrics"}, {"containerPort", kPort}}});
+  AddHostMount(pod["volumes"], ctr, Validations(true));
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(
+      Finish(resources::kDaemonSets,
+             DaemonSetObject(in, Component::kNodeStatusExporter,
+                             ComponentDaemonSetName(Component::kNodeStatusExporter),
+                             DeploySelector(Component::kNodeStatusExporter), std::move(pod))));
+}
+
+bool MajorVersionOnly(const std::string& os_id) {
+  return os_id == "rhel" || os_id == "rocky" || os_id == "ol";
+}
+
+}  // namespace
+
+OsRelease NodeOsRelease(const std::map<std::string, std::string>& labels) {
+  OsRelease os;
+  if (auto it = labels.find(kOsIdLabel); it != labels.end()) os.id = it->second;
+  if (auto it = labels.find(kOsVersionLabel); it != labels.end()) os.version_id = it->second;
+  return os;
+}
+
+const kube::Resource& RuntimeClassResource() {
+  static const kube::Resource kRuntimeClasses{"node.k8s.io", "v1", "runtimeclasses", "RuntimeClass",
+                                              false};
+  return kRuntimeClasses;
+}
+
+const std::vector<kube::Resource>& RenderedResourceTypes() {
+  static const std::vector<kube::Resource> kTypes = {
+      resources::kServiceAccounts, resources::kClusterRoles, resources::kClusterRoleBindings,
+      resources::kRoles,           resources::kRoleBindings, resources::kConfigMaps,
+      resources::kServices,        resources::kDaemonSets,   RuntimeClassResource()};
+  return kTypes;
+}
+
+std::vector<RenderedObject> RenderComponent(Component c, const RenderInput& in) {
+  std::vector<RenderedObject> out;
+  if (!in.policy.Enabled(c)) return out;
+  AppendIdentity(in, c, out);
+  switch (c) {
+    case Component::kDriver:
+      RenderDriver(in, out);
+      break;
+    case Component::kContainerToolkit:
+      RenderToolkit(in, out);
+      break;
+    case Component::kOperatorValidator:
+      RenderValidator(in, out);
+      break;
+    case Component::kDevicePlugin:
+      RenderDevicePlugin(in, out);
+      break;
+    case Component::kDcgmExporter:
+      RenderDcgmExporter(in, out);
+      break;
+    case Component::kGpuFeatureDiscovery:
+      RenderGfd(in, out);
+      break;
+    case Component::kMigManager:
+      RenderMigManager(in, out);
+      break;
+    case Component::kNodeStatusExporter:
+      RenderNodeStatusExporter(in, out);
+      break;
+  }
+  return out;
+}
+
+std::vector<RenderedObject> RenderPrerequisites(const RenderInput& in) {
+  std::vector<RenderedObject> out;
+  const std::string& name = in.policy.runtime_class;
+  if (name.empty()) return out;
+  out.push_back(Finish(RuntimeClassResource(),
+                       Json{{"apiVersion", "node.k8s.io/v1"},
+                            {"kind", "RuntimeClass"},
+                            {"metadata", Metadata(in, kPrerequisitesComponent, name, false)},
+                            {"handler", name}}));
+  return out;
+}
+
+std::map<std::string, std::string> NamespacePsaLabels(const Policy& policy) {
+  std::map<std::string, std::string> labels;
+  if (!policy.psa_enabled) return labels;
+  for (const char* key : kPsaLabelKeys) labels[key] = "privileged";
+  return labels;
+}
+
+std::string ObjectHash(const Json& object) {
+  Json copy = object;
+  if (copy.is_object()) {
+    auto meta = copy.find("metadata");
+    if (meta != copy.end() && meta->is_object()) {
+      auto annotations = meta->find("annotations");
+      if (annotations != meta->end() && annotations->is_object()) {
+        annotations->erase(kLastAppliedHashAnnotation);
+        if (annotations->empty()) meta->erase(annotations);
+      }
+    }
+  }
+  // FNV-1a, 32 bits, over the dump with sorted keys (nlohmann::json's map).
+  uint32_t hash = 2166136261u;
+  for (unsigned char ch : copy.dump()) {
+    hash ^= ch;
+    hash *= 16777619u;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", hash);
+  return hex;
+}
+
+std::string DriverImageForOs(const std::string& image, const OsRelease& os) {
+  if (os.id.empty() || image.find('@') != std::string::npos) return image;
+  const size_t slash = image.rfind('/');
+  const size_t colon = image.rfind(':');
+  // No tag (a colon before the last '/' is a registry port).
+  if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) return image;
+  std::string version = os.version_id;
+  if (MajorVersionOnly(os.id)) version = version.substr(0, version.find('.'));
+  return image + "-" + os.id + version;
+}
+
+std::string DriverDaemonSetName(const OsRelease& os) {
+  std::string name = ComponentDaemonSetName(Component::kDriver);
+  if (os.id.empty()) return name;
+  std::string suffix = ToLower(os.id + os.version_id);
+  for (char& ch : suffix) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
+    if (!ok) ch = '-';
+  }
+  return name + "-" + suffix;
+}
+
+}  // namespace gpuop::op

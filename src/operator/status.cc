@@ -1,0 +1,159 @@
+#include "operator/status.h"
+
+#include "base/strings.h"
+#include "kube/object.h"
+
+namespace gpuop::op {
+namespace {
+
+using Json = nlohmann::json;
+
+int64_t IntAt(const Json& obj, const char* a, const char* b) {
+  if (!obj.is_object() || !obj.contains(a) || !obj[a].is_object()) return 0;
+  const Json& v = obj[a].value(b, Json());
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+// Sets a condition on a bare {"conditions": [...]} holder, via the object helper.
+void SetStatusCondition(Json& status, std::string type, std::string value, std::string reason,
+                        std::string message, int64_t generation, std::string_view now) {
+  kube::Condition c;
+  c.type = std::move(type);
+  c.status = std::move(value);
+  c.reason = std::move(reason);
+  c.message = std::move(message);
+  c.observed_generation = generation;
+  Json holder = {{"status", status}};
+  kube::SetCondition(holder, c, now);
+  status = holder["status"];
+}
+
+Json StripTimes(Json status) {
+  if (status.is_object() && status.contains("conditions") && status["conditions"].is_array()) {
+    for (Json& c : status["conditions"]) {
+      if (c.is_object()) c.erase("lastTransitionTime");
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+ComponentState EvaluateComponent(Component c, bool enabled, const std::vector<Json>& daemonsets) {
+  ComponentState s;
+  s.component = c;
+  if (!enabled) {
+    s.state = "disabled";
+    return s;
+  }
+  if (daemonsets.empty()) {
+    s.state = "notReady";
+    s.message = "DaemonSet " + ComponentDaemonSetName(c) + " not created yet";
+    return s;
+  }
+  std::vector<std::string> names;
+  std::vector<std::string> problems;
+  for (const Json& ds : daemonsets) {
+    names.push_back(kube::Name(ds));
+    int64_t desired = IntAt(ds, "status", "desiredNumberScheduled");
+    int64_t available = IntAt(ds, "status", "numberAvailable");
+    int64_t updated = IntAt(ds, "status", "updatedNumberScheduled");
+    int64_t unavailable = IntAt(ds, "status", "numberUnavailable");
+    int64_t observed = IntAt(ds, "status", "observedGeneration");
+    int64_t generation = kube::Generation(ds);
+    s.desired += desired;
+    s.available += available;
+    s.updated += updated;
+    if (observed < generation) {
+      problems.push_back(kube::Name(ds) + ": the DaemonSet controller has not seen generation " +
+                         std::to_string(generation) + " yet");
+    } else if (desired == 0) {
+      continue;  // no node selected: nothing to wait for
+    } else if (unavailable != 0 || available != desired) {
+      problems.push_back(kube::Name(ds) + ": " + std::to_string(available) + " of " +
+                         std::to_string(desired) + " pods available");
+    } else if (updated != desired) {
+      problems.push_back(kube::Name(ds) + ": " + std::to_string(updated) + " of " +
+                         std::to_string(desired) + " pods run the current template");
+    }
+  }
+  s.daemonset = Join(names, ",");
+  s.state = problems.empty() ? "ready" : "notReady";
+  s.message = Join(problems, "; ");
+  return s;
+}
+
+Json BuildStatus(const StatusInput& in, const Json& old_status, std::string_view now) {
+  Json status = Json::object();
+  if (old_status.is_object() && old_status.contains("conditions")) {
+    status["conditions"] = old_status["conditions"];
+  }
+  std::string reason;
+  std::string message;
+  bool ready = false;
+  std::vector<std::string> not_ready;
+  for (const ComponentState& c : in.components) {
+    if (c.state == "notReady") not_ready.push_back(ComponentName(c.component));
+  }
+  if (!in.reconcile_error.ok()) {
+    reason = "ReconcileFailed";
+    message = in.reconcile_error.message();
+  } else if (in.gpu_nodes == 0) {
+    ready = true;
+    reason = in.nfd_labels_seen ? "NoGPUNodes" : "NFDLabelsMissing";
+    message = in.nfd_labels_seen
+                  ? "no node has an NVIDIA GPU (feature.node.kubernetes.io/pci-10de.present=true)"
+                  : "no node carries PCI feature labels: deploy Node Feature Discovery or gpuop "
+                    "node-discovery so GPU nodes can be found";
+  } else if (!not_ready.empty()) {
+    reason = "OperandNotReady";
+    message = "not ready: " + Join(not_ready, ", ");
+  } else {
+    ready = true;
+    reason = "Reconciled";
+    message = "every component is ready on " + std::to_string(in.gpu_nodes) + " GPU node(s)";
+  }
+  status["state"] = ready ? "ready" : "notReady";
+  status["namespace"] = in.namespace_;
+  status["observedGeneration"] = in.generation;
+  status["gpuNodes"] = in.gpu_nodes;
+  Json components = Json::array();
+  for (const ComponentState& c : in.components) {
+    Json e = {{"name", ComponentName(c.component)}, {"state", c.state}};
+    if (!c.daemonset.empty()) e["daemonSet"] = c.daemonset;
+    if (c.state != "disabled") {
+      e["desired"] = c.desired;
+      e["available"] = c.available;
+      e["updated"] = c.updated;
+    }
+    if (!c.message.empty()) e["message"] = c.message;
+    components.push_back(std::move(e));
+  }
+  status["components"] = std::move(components);
+  status["ignoredFields"] = in.ignored_fields;
+  bool error = !in.reconcile_error.ok();
+  SetStatusCondition(status, "Ready", ready ? "True" : "False", reason, message, in.generation,
+                     now);
+  SetStatusCondition(status, "Error", error ? "True" : "False", error ? "ReconcileFailed" : reason,
+                     error ? message : "the last reconcile succeeded", in.generation, now);
+  return status;
+}
+
+Json IgnoredStatus(const std::string& active_name, int64_t generation, const Json& old_status,
+                   std::string_view now) {
+  Json status = Json::object();
+  if (old_status.is_object() && old_status.contains("conditions")) {
+    status["conditions"] = old_status["conditions"];
+  }
+  status["state"] = "ignored";
+  status["observedGeneration"] = generation;
+  std::string message = "ClusterPolicy " + active_name +
+                        " is the active one (the oldest); delete this one or that one";
+  SetStatusCondition(status, "Ready", "False", "Ignored", message, generation, now);
+  SetStatusCondition(status, "Error", "True", "Ignored", message, generation, now);
+  return status;
+}
+
+bool StatusChanged(const Json& a, const Json& b) { return StripTimes(a) != StripTimes(b); }
+
+}  // namespace gpuop::op

@@ -1,0 +1,59 @@
+// What the ClusterPolicy's status says, as a pure function of what the
+// operator observed: per-component readiness from DaemonSet status, the
+// overall state and the Ready/Error condition pair (NVIDIA's reasons), so
+// `kubectl get clusterpolicy` tells the truth.
+//
+// Component readiness (NVIDIA's isDaemonSetReady): no pods wanted (no GPU
+// node selected) is ready; otherwise the controller has seen the current
+// generation and every wanted pod is updated and available.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "operator/policy.h"
+
+namespace gpuop::op {
+
+struct ComponentState {
+  Component component = Component::kDriver;
+  std::string state;      // ready | notReady | disabled
+  std::string daemonset;  // the DaemonSet name(s), comma-separated
+  int64_t desired = 0;
+  int64_t available = 0;
+  int64_t updated = 0;
+  std::string message;
+};
+
+// `daemonsets`: the component's DaemonSets as cached (none: not created yet).
+ComponentState EvaluateComponent(Component c, bool enabled,
+                                 const std::vector<nlohmann::json>& daemonsets);
+
+struct StatusInput {
+  Status reconcile_error;  // OK, or why this pass failed
+  std::vector<ComponentState> components;
+  int64_t gpu_nodes = 0;
+  bool nfd_labels_seen = false;  // any node has a feature.node.kubernetes.io/pci label
+  int64_t generation = 0;
+  std::string namespace_;
+  std::vector<std::string> ignored_fields;
+};
+
+// The new .status, keeping each condition's lastTransitionTime from `old`
+// while its status stays. `now` is RFC 3339.
+nlohmann::json BuildStatus(const StatusInput& in, const nlohmann::json& old_status,
+                           std::string_view now);
+
+// The status of a ClusterPolicy that is not the active one.
+nlohmann::json IgnoredStatus(const std::string& active_name, int64_t generation,
+                             const nlohmann::json& old_status, std::string_view now);
+
+// True when two statuses differ in anything but condition timestamps.
+bool StatusChanged(const nlohmann::json& a, const nlohmann::json& b);
+
+}  // namespace gpuop::op

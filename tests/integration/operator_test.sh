@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# `gpuop operator` as a user runs it, against the API emulator, checked with
+# the real kubectl: a CPU node, an A100 node and an H100 node with NFD
+# labels; the Helm-default ClusterPolicy labels exactly the GPU nodes and
+# creates every enabled DaemonSet; DaemonSets reporting ready turn the
+# ClusterPolicy ready; the operator, killed with SIGKILL and restarted,
+# converges with no duplicates and no writes; an idle cluster sees zero
+# writes for 30 s; disabling dcgmExporter removes its DaemonSet and labels;
+# deleting the ClusterPolicy removes everything the operator added.
+# Usage: operator_test.sh BUILD_DIR
+set -euo pipefail
+
+build_dir=${1:?usage: operator_test.sh BUILD_DIR}
+src_dir=$(cd "$(dirname "$0")/../.." && pwd)
+gpuop="$build_dir/bin/gpuop"
+[[ -x "$gpuop" ]] || { echo "FAIL: $gpuop is not built" >&2; exit 1; }
+for peer in kubectl curl; do
+  if ! command -v "$peer" >/dev/null 2>&1; then
+    if [[ "${CI:-}" == "true" ]]; then
+      echo "FAIL: $peer is not installed" >&2
+      exit 1
+    fi
+    echo "SKIP: $peer is not installed; this test needs it"
+    exit 0
+  fi
+done
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  if ((failures > 0)) && [[ -f "$tmp/operator.log" ]]; then
+    echo "--- operator log (last 40 lines)" >&2
+    tail -40 "$tmp/operator.log" >&2
+  fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+"$gpuop" sim apiserver --listen 127.0.0.1:0 --tls --token s3cret \
+  --kubeconfig-out "$tmp/kubeconfig" --audit-log "$tmp/audit" >"$tmp/api.out" 2>"$tmp/api.err" &
+pids+=($!)
+for _ in $(seq 1 600); do
+  grep -q "serving http" "$tmp/api.out" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "serving http" "$tmp/api.out" || { echo "FAIL: emulator: $(cat "$tmp/api.err")" >&2; exit 1; }
+export KUBECONFIG="$tmp/kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+
+# wait_for DESCRIPTION COMMAND...: retries COMMAND until it succeeds (60 s).
+wait_for() {
+  local what=$1
+  shift
+  for _ in $(seq 1 300); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  fail "timed out waiting for: $what"
+  return 1
+}
+
+cat >"$tmp/nodes.yaml" <<'EOF'
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: gpu-operator
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: cpu-1
+  labels: {kubernetes.io/hostname: cpu-1, feature.node.kubernetes.io/pci-8086.present: "true"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: a100-1
+  labels:
+    kubernetes.io/hostname: a100-1
+    feature.node.kubernetes.io/pci-10de.present: "true"
+    feature.node.kubernetes.io/system-os_release.ID: ubuntu
+    feature.node.kubernetes.io/system-os_release.VERSION_ID: "22.04"
+    nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: h100-1
+  labels:
+    kubernetes.io/hostname: h100-1
+    feature.node.kubernetes.io/pci-0302_10de.present: "true"
+    feature.node.kubernetes.io/system-os_release.ID: ubuntu
+    feature.node.kubernetes.io/system-os_release.VERSION_ID: "24.04"
+EOF
+k apply -f "$tmp/nodes.yaml" >/dev/null
+
+start_operator() {
+  "$gpuop" --log-format json operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 \
+    --gpuop-image registry.local/gpuop:test >>"$tmp/operator.log" 2>&1 &
+  operator_pid=$!
+  pids+=("$operator_pid")
+}
+start_operator
+
+# The operator installs its CRD; then the user applies NVIDIA's Helm default.
+wait_for "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
+wait_for "the CRD to be served" k get clusterpolicies
+k apply -f "$src_dir/deploy/samples/clusterpolicy.yaml" >/dev/null
+
+label() { k get node "$1" -o jsonpath="{.metadata.labels['${2//./\\.}']}"; }
+has_label() { [[ "$(label "$1" "$2")" == "$3" ]]; }
+wait_for "a100-1 labelled" has_label a100-1 nvidia.com/gpu.deploy.device-plugin true
+wait_for "h100-1 labelled" has_label h100-1 nvidia.com/gpu.deploy.device-plugin true
+for n in a100-1 h100-1; do
+  has_label "$n" nvidia.com/gpu.present true || fail "$n lacks gpu.present=true"
+  for c in driver container-toolkit operator-validator device-plugin dcgm-exporter gpu-feature-discovery; do
+    has_label "$n" "nvidia.com/gpu.deploy.$c" true || fail "$n lacks gpu.deploy.$c"
+  done
+  has_label "$n" nvidia.com/gpu.deploy.node-status-exporter "" || fail "$n has node-status-exporter (off by default)"
+done
+has_label a100-1 nvidia.com/gpu.deploy.mig-manager true || fail "A100 lacks gpu.deploy.mig-manager"
+has_label a100-1 nvidia.com/mig.config all-disabled || fail "A100 lacks mig.config=all-disabled"
+has_label h100-1 nvidia.com/gpu.deploy.mig-manager "" || fail "h100-1 has no product label yet: no mig-manager"
+[[ -z "$(k get node cpu-1 -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.present}')" ]] ||
+  fail "cpu-1 was labelled"
+
+ds_names="nvidia-container-toolkit-daemonset nvidia-operator-validator nvidia-device-plugin-daemonset nvidia-dcgm-exporter gpu-feature-discovery nvidia-mig-manager nvidia-driver-daemonset-ubuntu22.04 nvidia-driver-daemonset-ubuntu24.04"
+for ds in $ds_names; do
+  wait_for "DaemonSet $ds" k -n gpu-operator get ds "$ds"
+done
+sel=$(k -n gpu-operator get ds nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.nodeSelector}')
+[[ "$sel" == *'"nvidia.com/gpu.deploy.device-plugin":"true"'* ]] || fail "device plugin nodeSelector: $sel"
+img=$(k -n gpu-operator get ds nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[0].image}')
+[[ "$img" == registry.local/gpuop:test ]] || fail "device plugin image: $img"
+drv=$(k -n gpu-operator get ds nvidia-driver-daemonset-ubuntu22.04 -o jsonpath='{.spec.template.spec.containers[0].image}')
+[[ "$drv" == nvcr.io/nvidia/driver:595.91.07-ubuntu22.04 ]] || fail "driver image: $drv"
+k -n gpu-operator get ds nvidia-node-status-exporter >/dev/null 2>&1 && fail "node-status-exporter is off by default"
+
+state_is() { [[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.state}')" == "$1" ]]; }
+wait_for "status notReady while pods are missing" state_is notReady
+# Every DaemonSet reports its pods ready, as the DaemonSet controller would.
+for ds in $(k -n gpu-operator get ds -o jsonpath='{.items[*].metadata.name}'); do
+  gen=$(k -n gpu-operator get ds "$ds" -o jsonpath='{.metadata.generation}')
+  k -n gpu-operator patch ds "$ds" --subresource=status --type=merge -p \
+    "{\"status\":{\"desiredNumberScheduled\":1,\"currentNumberScheduled\":1,\"numberReady\":1,\"numberAvailable\":1,\"updatedNumberScheduled\":1,\"numberMisscheduled\":0,\"observedGeneration\":$gen}}" >/dev/null
+done
+wait_for "ClusterPolicy ready" state_is ready
+[[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.gpuNodes}')" == 2 ]] || fail "gpuNodes != 2"
+k get clusterpolicy | grep -q "cluster-policy *ready" || fail "kubectl get clusterpolicy does not show ready"
+
+# Metrics and health.
+metrics_addr=$(grep -o '"metrics":"[^"]*"' "$tmp/operator.log" | tail -1 | cut -d'"' -f4)
+health_addr=$(grep -o '"health":"[^"]*"' "$tmp/operator.log" | tail -1 | cut -d'"' -f4)
+curl -sf "http://$metrics_addr/metrics" | grep -q '^gpu_operator_gpu_nodes_total 2$' || fail "metrics: gpu_nodes_total"
+curl -sf "http://$metrics_addr/metrics" | grep -q '^gpu_operator_reconciliation_status 1$' || fail "metrics: status"
+curl -sf "http://$health_addr/readyz" >/dev/null || fail "/readyz"
+
+writes() {
+  grep -cE '"verb":"(create|update|patch|delete|deletecollection)"' "$tmp/audit" || true
+}
+objects() {
+  k -n gpu-operator get ds,sa,cm,svc,role,rolebinding -o name | sort
+  k get clusterrole,clusterrolebinding,runtimeclass -l app.kubernetes.io/managed-by=gpuop -o name | sort
+}
+objects >"$tmp/objects.before"
+
+# Killed at once and restarted: same objects, no writes.
+sleep 1
+before=$(writes)
+kill -9 "$operator_pid"; wait "$operator_pid" 2>/dev/null || true
+start_operator
+synced_twice() { [[ "$(grep -c 'operator caches synced' "$tmp/operator.log")" == 2 ]]; }
+wait_for "the new operator ready" synced_twice
+sleep 3
+objects >"$tmp/objects.after"
+diff "$tmp/objects.before" "$tmp/objects.after" >/dev/null || fail "objects changed across a restart"
+[[ "$(writes)" == "$before" ]] || fail "a restart wrote $(( $(writes) - before )) times"
+
+# Idle: nothing changes for 30 s, so nothing is written.
+before=$(writes)
+sleep 30
+[[ "$(writes)" == "$before" ]] || fail "idle cluster: $(( $(writes) - before )) writes in 30 s"
+
+# Disabling dcgmExporter removes its DaemonSet and labels.
+k patch clusterpolicy cluster-policy --type=merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}' >/dev/null
+ds_gone() { ! k -n gpu-operator get ds "$1" >/dev/null 2>&1; }
+wait_for "dcgm-exporter DaemonSet gone" ds_gone nvidia-dcgm-exporter
+wait_for "dcgm-exporter label gone" has_label a100-1 nvidia.com/gpu.deploy.dcgm-exporter ""
+has_label a100-1 nvidia.com/gpu.deploy.device-plugin true || fail "device-plugin label lost"
+
+# Deleting the ClusterPolicy removes everything the operator added.
+k delete clusterpolicy cluster-policy >/dev/null
+wait_for "labels removed" has_label a100-1 nvidia.com/gpu.present ""
+none_left() { [[ -z "$(k "$@" -o name)" ]]; }
+wait_for "DaemonSets removed" none_left -n gpu-operator get ds
+wait_for "RBAC removed" none_left get clusterrole,clusterrolebinding -l app.kubernetes.io/managed-by=gpuop
+for n in a100-1 h100-1; do
+  extra=$(k get node "$n" -o jsonpath='{.metadata.labels}' | grep -o '"nvidia.com/[^"]*"' | grep -v gpu.product || true)
+  [[ -z "$extra" ]] || fail "$n keeps labels: $extra"
+done
+
+if ((failures > 0)); then
+  echo "FAIL: $failures check(s) failed" >&2
+  exit 1
+fi
+echo "PASS: operator end to end with kubectl"

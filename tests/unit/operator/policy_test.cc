@@ -1,0 +1,132 @@
+#include "operator/policy.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "base/yaml_json.h"
+
+namespace gpuop::op {
+namespace {
+
+Json LoadSample(const std::string& name) {
+  return YamlToJson(YAML::LoadFile(std::string(GPUOP_SOURCE_DIR) + "/deploy/samples/" + name));
+}
+
+OperatorEnv Env() {
+  OperatorEnv env;
+  env.gpuop_image = "ghcr.io/gpuop/gpuop:1.2.3";
+  return env;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(PolicyTest, HelmDefaultsParse) {
+  auto p = ParsePolicy(LoadSample("clusterpolicy.yaml"), Env());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->Get(Component::kDriver).image, "nvcr.io/nvidia/driver:595.91.07");
+  EXPECT_EQ(p->Get(Component::kDevicePlugin).image, "ghcr.io/gpuop/gpuop:1.2.3");
+  EXPECT_TRUE(p->Enabled(Component::kDcgmExporter));
+  EXPECT_FALSE(p->Enabled(Component::kNodeStatusExporter));
+  EXPECT_EQ(p->mig_strategy, "single");
+  EXPECT_TRUE(p->cdi_enabled);
+  EXPECT_EQ(p->daemonsets.priority_class_name, "system-node-critical");
+  EXPECT_TRUE(p->daemonsets.tolerations_set);
+  EXPECT_EQ(p->daemonsets.max_unavailable, "1");
+  // NVIDIA's device-plugin image is named but gpuop runs its own: reported.
+  EXPECT_TRUE(Contains(p->ignored_fields, "spec.devicePlugin.image"));
+  EXPECT_FALSE(Contains(p->ignored_fields, "spec.driver.image"));
+  // Sandbox components are enabled in the chart but sandboxing is off.
+  EXPECT_FALSE(Contains(p->ignored_fields, "spec.vgpuManager.enabled"));
+}
+
+TEST(PolicyTest, MinimalHasDefaults) {
+  auto p = ParsePolicy(LoadSample("clusterpolicy-minimal.yaml"), Env());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->Enabled(Component::kDriver));
+  for (Component c :
+       {Component::kContainerToolkit, Component::kOperatorValidator, Component::kDevicePlugin,
+        Component::kDcgmExporter, Component::kGpuFeatureDiscovery, Component::kMigManager}) {
+    EXPECT_TRUE(p->Enabled(c)) << ComponentName(c);
+  }
+  EXPECT_EQ(p->mig_manager_config_default, "all-disabled");
+  EXPECT_EQ(p->toolkit_install_dir, "/usr/local/nvidia");
+  EXPECT_EQ(p->daemonsets.update_strategy, "RollingUpdate");
+  EXPECT_TRUE(p->ignored_fields.empty());
+}
+
+TEST(PolicyTest, ImageResolution) {
+  Json cp = {
+      {"spec",
+       {{"driver", {{"repository", "r.io/x"}, {"image", "driver"}, {"version", "sha256:ab"}}}}}};
+  auto p = ParsePolicy(cp, Env());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Get(Component::kDriver).image, "r.io/x/driver@sha256:ab");
+
+  cp["spec"]["driver"] = {{"image", "mirror.local/nv/driver:550"}};
+  EXPECT_EQ(ParsePolicy(cp, Env())->Get(Component::kDriver).image, "mirror.local/nv/driver:550");
+
+  cp["spec"]["driver"] = Json::object();
+  auto missing = ParsePolicy(cp, Env());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("DRIVER_IMAGE"), std::string::npos);
+
+  OperatorEnv env = Env();
+  env.driver_image_fallback = "nvcr.io/nvidia/driver:580";
+  EXPECT_EQ(ParsePolicy(cp, env)->Get(Component::kDriver).image, "nvcr.io/nvidia/driver:580");
+
+  OperatorEnv no_image;
+  Json no_driver = {{"spec", {{"driver", {{"enabled", false}}}}}};
+  auto r = ParsePolicy(no_driver, no_image);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GPUOP_IMAGE"), std::string::npos);
+}
+
+TEST(PolicyTest, BadValuesNameTheField) {
+  Json cp = {{"spec", {{"driver", {{"enabled", false}}}, {"mig", {{"strategy", "triple"}}}}}};
+  auto r = ParsePolicy(cp, Env());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("spec.mig.strategy"), std::string::npos);
+  cp["spec"]["mig"]["strategy"] = "mixed";
+  cp["spec"]["daemonsets"] = {{"updateStrategy", "Sometimes"}};
+  r = ParsePolicy(cp, Env());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("spec.daemonsets.updateStrategy"), std::string::npos);
+}
+
+TEST(PolicyTest, ValidatorCannotBeDisabledAndIgnoredFieldsListed) {
+  Json cp = {
+      {"spec",
+       {{"driver", {{"enabled", false}, {"usePrecompiled", true}, {"rdma", {{"enabled", true}}}}},
+        {"validator", {{"enabled", false}}},
+        {"dcgm", {{"enabled", true}}},
+        {"gds", {{"enabled", false}}},
+        {"sandboxWorkloads", {{"enabled", true}}},
+        {"vfioManager", {{"enabled", true}}}}}};
+  auto p = ParsePolicy(cp, Env());
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->Enabled(Component::kOperatorValidator));
+  for (const char* f :
+       {"spec.driver.usePrecompiled", "spec.driver.rdma.enabled", "spec.dcgm.enabled",
+        "spec.sandboxWorkloads.enabled", "spec.vfioManager.enabled"}) {
+    EXPECT_TRUE(Contains(p->ignored_fields, f)) << f;
+  }
+  EXPECT_FALSE(Contains(p->ignored_fields, "spec.gds.enabled"));
+}
+
+TEST(PolicyTest, ActivePolicyIsOldestThenLowestName) {
+  auto cp = [](const char* name, const char* created) {
+    return Json{{"metadata", {{"name", name}, {"creationTimestamp", created}}}};
+  };
+  EXPECT_EQ(ActivePolicyIndex({}), -1);
+  EXPECT_EQ(ActivePolicyIndex({cp("b", "2026-01-02T00:00:00Z"), cp("a", "2026-01-03T00:00:00Z")}),
+            0);
+  EXPECT_EQ(ActivePolicyIndex({cp("b", "2026-01-02T00:00:00Z"), cp("a", "2026-01-02T00:00:00Z")}),
+            1);
+}
+
+}  // namespace
+}  // namespace gpuop::op

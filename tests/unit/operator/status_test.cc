@@ -1,0 +1,121 @@
+#include "operator/status.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuop::op {
+namespace {
+
+using Json = nlohmann::json;
+
+Json Ds(const char* name, int64_t generation, Json status) {
+  return {{"metadata", {{"name", name}, {"generation", generation}}}, {"status", status}};
+}
+
+Json Rolled(int64_t n, int64_t gen) {
+  return {{"desiredNumberScheduled", n},
+          {"numberAvailable", n},
+          {"updatedNumberScheduled", n},
+          {"numberUnavailable", 0},
+          {"observedGeneration", gen}};
+}
+
+TEST(StatusTest, ComponentReadiness) {
+  EXPECT_EQ(EvaluateComponent(Component::kDevicePlugin, false, {}).state, "disabled");
+  auto missing = EvaluateComponent(Component::kDevicePlugin, true, {});
+  EXPECT_EQ(missing.state, "notReady");
+  EXPECT_NE(missing.message.find("nvidia-device-plugin-daemonset"), std::string::npos);
+  // Not yet seen by the DaemonSet controller: not ready, even with no pods wanted.
+  EXPECT_EQ(EvaluateComponent(Component::kDevicePlugin, true, {Ds("dp", 1, Json::object())}).state,
+            "notReady");
+  EXPECT_EQ(EvaluateComponent(Component::kDevicePlugin, true, {Ds("dp", 1, Rolled(0, 1))}).state,
+            "ready");
+  EXPECT_EQ(EvaluateComponent(Component::kDevicePlugin, true, {Ds("dp", 2, Rolled(3, 2))}).state,
+            "ready");
+  Json half = Rolled(4, 2);
+  half["numberAvailable"] = 2;
+  half["numberUnavailable"] = 2;
+  auto s = EvaluateComponent(Component::kDevicePlugin, true, {Ds("dp", 2, half)});
+  EXPECT_EQ(s.state, "notReady");
+  EXPECT_EQ(s.message, "dp: 2 of 4 pods available");
+  Json old_template = Rolled(4, 2);
+  old_template["updatedNumberScheduled"] = 1;
+  EXPECT_EQ(EvaluateComponent(Component::kDevicePlugin, true, {Ds("dp", 2, old_template)}).state,
+            "notReady");
+  // One driver DaemonSet per OS: all must be ready, counts add up.
+  auto d = EvaluateComponent(Component::kDriver, true,
+                             {Ds("drv-a", 1, Rolled(2, 1)), Ds("drv-b", 1, Rolled(3, 1))});
+  EXPECT_EQ(d.state, "ready");
+  EXPECT_EQ(d.desired, 5);
+  EXPECT_EQ(d.daemonset, "drv-a,drv-b");
+}
+
+StatusInput Input() {
+  StatusInput in;
+  in.gpu_nodes = 2;
+  in.nfd_labels_seen = true;
+  in.generation = 3;
+  in.namespace_ = "gpu-operator";
+  ComponentState ready;
+  ready.component = Component::kDevicePlugin;
+  ready.state = "ready";
+  in.components.push_back(ready);
+  return in;
+}
+
+std::string ConditionField(const Json& status, const char* type, const char* field) {
+  for (const Json& c : status["conditions"]) {
+    if (c["type"] == type) return c.value(field, "");
+  }
+  return "";
+}
+
+TEST(StatusTest, OverallStateAndReasons) {
+  Json s = BuildStatus(Input(), Json::object(), "2026-01-01T00:00:00Z");
+  EXPECT_EQ(s["state"], "ready");
+  EXPECT_EQ(s["observedGeneration"], 3);
+  EXPECT_EQ(s["gpuNodes"], 2);
+  EXPECT_EQ(ConditionField(s, "Ready", "reason"), "Reconciled");
+  EXPECT_EQ(ConditionField(s, "Error", "status"), "False");
+  EXPECT_FALSE(ConditionField(s, "Error", "message").empty());  // required by the CRD
+
+  StatusInput in = Input();
+  in.components[0].state = "notReady";
+  Json nr = BuildStatus(in, s, "2026-01-01T00:01:00Z");
+  EXPECT_EQ(nr["state"], "notReady");
+  EXPECT_EQ(ConditionField(nr, "Ready", "reason"), "OperandNotReady");
+  EXPECT_EQ(ConditionField(nr, "Ready", "lastTransitionTime"), "2026-01-01T00:01:00Z");
+  // The Error condition did not change status: its transition time stays.
+  EXPECT_EQ(ConditionField(nr, "Error", "lastTransitionTime"), "2026-01-01T00:00:00Z");
+
+  in = Input();
+  in.reconcile_error = InvalidArgument("spec.mig.strategy \"x\": must be none, single or mixed");
+  Json err = BuildStatus(in, s, "2026-01-01T00:02:00Z");
+  EXPECT_EQ(err["state"], "notReady");
+  EXPECT_EQ(ConditionField(err, "Error", "status"), "True");
+  EXPECT_EQ(ConditionField(err, "Error", "reason"), "ReconcileFailed");
+  EXPECT_NE(ConditionField(err, "Error", "message").find("spec.mig.strategy"), std::string::npos);
+
+  in = Input();
+  in.gpu_nodes = 0;
+  EXPECT_EQ(ConditionField(BuildStatus(in, {}, "t"), "Ready", "reason"), "NoGPUNodes");
+  in.nfd_labels_seen = false;
+  EXPECT_EQ(ConditionField(BuildStatus(in, {}, "t"), "Ready", "reason"), "NFDLabelsMissing");
+}
+
+TEST(StatusTest, UnchangedStatusIsNotAChange) {
+  Json a = BuildStatus(Input(), Json::object(), "2026-01-01T00:00:00Z");
+  Json b = BuildStatus(Input(), a, "2026-01-01T05:00:00Z");
+  EXPECT_FALSE(StatusChanged(a, b));  // no write on an idle cluster
+  StatusInput in = Input();
+  in.gpu_nodes = 3;
+  EXPECT_TRUE(StatusChanged(a, BuildStatus(in, a, "2026-01-01T05:00:00Z")));
+}
+
+TEST(StatusTest, IgnoredPolicyNamesTheActiveOne) {
+  Json s = IgnoredStatus("cluster-policy", 1, Json::object(), "t");
+  EXPECT_EQ(s["state"], "ignored");
+  EXPECT_NE(ConditionField(s, "Ready", "message").find("cluster-policy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuop::op
