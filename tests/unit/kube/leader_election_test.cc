@@ -555,7 +555,8 @@ TEST_F(LeaderElectionTest, ReleasedLeaseIsTakenOverWithinARetryPeriod) {
 
 TEST_F(LeaderElectionTest, LeaderThatCannotRenewStepsDownBeforeTheLeaseExpires) {
   LeaseHistory history(*client_, lease_name_);
-  const auto config = Config(milliseconds(2000), milliseconds(1000), milliseconds(200),
+  // 3 s between the renew deadline and expiry: room for a loaded CI machine.
+  const auto config = Config(milliseconds(4000), milliseconds(1000), milliseconds(200),
                              /*release=*/true);
   auto a = StartContender("contender-a", config);
   ASSERT_TRUE(a);
