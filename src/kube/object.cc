@@ -159,7 +159,7 @@ std::string FormatUtc(std::chrono::system_clock::time_point t, bool micro) {
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::string out(buf, n);
   if (micro) {
-    char frac[16];
+    char frac[32];  // room for any long long: no -Wformat-truncation
     std::snprintf(frac, sizeof frac, ".%06lld", static_cast<long long>((us - secs).count()));
     out += frac;
   }

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Operator at scale: N GPU nodes joining at once.
+
+Starts the API emulator (`gpuop sim apiserver`, with an audit log), creates
+N GPU nodes (NFD's pci-10de label, half Ubuntu 22.04 and half 24.04, the
+product label of an H100) and the Helm-default ClusterPolicy, then starts
+`gpuop operator` and measures:
+  - the time until every node carries its labels and every DaemonSet exists
+    (polled through the operator's own metrics and the emulator);
+  - the API requests the operator made to get there, by verb (audit log);
+  - the operator's peak RSS (VmHWM).
+
+Usage: scripts/bench_operator.py [BUILD_DIR] [NODES...]   (default: build 1000 5000)
+"""
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def request(port, method, path, body=None, content_type="application/json"):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": content_type} if body is not None else {}
+    conn.request(method, path, body=body, headers=headers)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    if resp.status >= 300:
+        raise RuntimeError(f"{method} {path}: {resp.status} {data[:200]!r}")
+    return data
+
+
+def node(i):
+    os_version = "22.04" if i % 2 == 0 else "24.04"
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": f"gpu-{i:05d}", "labels": {
+            "kubernetes.io/hostname": f"gpu-{i:05d}",
+            "feature.node.kubernetes.io/pci-10de.present": "true",
+            "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+            "feature.node.kubernetes.io/system-os_release.VERSION_ID": os_version,
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "status": {"capacity": {"cpu": "192", "memory": "2Ti"}},
+    })
+
+
+def run(build, nodes):
+    gpuop = os.path.join(build, "bin", "gpuop")
+    with tempfile.TemporaryDirectory() as tmp:
+        audit = os.path.join(tmp, "audit")
+        kubeconfig = os.path.join(tmp, "kubeconfig")
+        api = subprocess.Popen([gpuop, "sim", "apiserver", "--listen", "127.0.0.1:0",
+                                "--kubeconfig-out", kubeconfig, "--audit-log", audit],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        operator = None
+        try:
+            line = api.stdout.readline()
+            port = int(re.search(r":(\d+)", line.split("serving ")[1]).group(1))
+            request(port, "POST", "/api/v1/namespaces",
+                    json.dumps({"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": "gpu-operator"}}))
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda i: request(port, "POST", "/api/v1/nodes", node(i)),
+                              range(nodes)))
+            env = dict(os.environ, KUBECONFIG=kubeconfig)
+            # The CRD first (the operator would install it), then the policy.
+            subprocess.run(["kubectl", "apply", "-f",
+                            os.path.join(SRC, "api/crds/nvidia.com_clusterpolicies.yaml")],
+                           env=env, check=True, capture_output=True)
+            for _ in range(100):
+                if subprocess.run(["kubectl", "get", "clusterpolicies"], env=env,
+                                  capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+            subprocess.run(["kubectl", "apply", "-f",
+                            os.path.join(SRC, "deploy/samples/clusterpolicy.yaml")],
+                           env=env, check=True, capture_output=True)
+            request(port, "DELETE", "/gpuop-sim/audit")
+            audit_start = os.path.getsize(audit)
+
+            log = open(os.path.join(tmp, "operator.log"), "w")
+            t0 = time.monotonic()
+            operator = subprocess.Popen(
+                [gpuop, "--log-format", "json", "operator", "--kubeconfig", kubeconfig,
+                 "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
+                 "--kube-qps", "2000", "--kube-burst", "4000"],
+                stdout=log, stderr=log)
+            metrics_addr = None
+            done = None
+            while time.monotonic() - t0 < 600:
+                time.sleep(0.05)
+                if metrics_addr is None:
+                    with open(os.path.join(tmp, "operator.log")) as f:
+                        m = re.search(r'"metrics":"([^"]+)"', f.read())
+                    if not m:
+                        continue
+                    metrics_addr = m.group(1)
+                host, mport = metrics_addr.rsplit(":", 1)
+                conn = http.client.HTTPConnection(host, int(mport), timeout=5)
+                conn.request("GET", "/metrics")
+                text = conn.getresponse().read().decode()
+                conn.close()
+                patches = int(re.search(r"^gpu_operator_node_label_patches_total (\d+)", text,
+                                        re.M).group(1))
+                gpu_nodes = int(re.search(r"^gpu_operator_gpu_nodes_total (\d+)", text,
+                                          re.M).group(1))
+                if patches >= nodes and gpu_nodes == nodes:
+                    ds = json.loads(request(port, "GET",
+                                            "/apis/apps/v1/namespaces/gpu-operator/daemonsets"))
+                    if len(ds["items"]) >= 8:  # 6 components + 2 driver DaemonSets (2 OSes)
+                        done = time.monotonic() - t0
+                        break
+            with open(f"/proc/{operator.pid}/status") as f:
+                hwm = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
+            verbs = {}
+            with open(audit) as f:
+                f.seek(audit_start)
+                for line in f:
+                    e = json.loads(line)
+                    verbs[e["verb"]] = verbs.get(e["verb"], 0) + 1
+            writes = sum(v for k, v in verbs.items() if k in ("create", "update", "patch", "delete"))
+            print(json.dumps({"nodes": nodes, "converged_s": round(done, 2) if done else None,
+                              "requests": verbs, "writes": writes,
+                              "operator_hwm_mib": round(hwm / 1024, 1)}))
+        finally:
+            if operator:
+                operator.terminate()
+                operator.wait()
+            api.terminate()
+            api.wait()
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    for n in [int(a) for a in sys.argv[2:]] or [1000, 5000]:
+        run(build, n)
+
+
+if __name__ == "__main__":
+    main()
