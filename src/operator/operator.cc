@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "base/yaml_json.h"
 #include "kube/object.h"
 #include "operator/crd_yaml.h"
@@ -107,8 +108,9 @@ Status Operator::EnsureCrd() {
   const std::string want = kube::Annotation(crd, kCrdVersionAnnotation).value_or("0");
   auto current = client_.Get(res::kCustomResourceDefinitions, "", kCrdName);
   if (current.ok()) {
+    // NVIDIA's CRD, or one without a readable version, counts as version 0.
     std::string have = kube::Annotation(*current, kCrdVersionAnnotation).value_or("0");
-    if (std::stoll(have.empty() ? "0" : have) >= std::stoll(want)) return Status::Ok();
+    if (ParseUint(have).value_or(0) >= ParseUint(want).value_or(0)) return Status::Ok();
     LogInfo("upgrading the ClusterPolicy CRD", {{"from", have}, {"to", want}});
   } else if (!kube::IsNotFound(current.status())) {
     return current.status().Annotate("reading the ClusterPolicy CRD");
@@ -120,7 +122,7 @@ Status Operator::EnsureCrd() {
     return applied.status().Annotate(
         "installing the ClusterPolicy CRD (the operator's ClusterRole needs create/patch on "
         "customresourcedefinitions; or install api/crds/nvidia.com_clusterpolicies.yaml by hand "
-        "and run with --install-crd=false)");
+        "and run with --no-install-crd)");
   }
   return Status::Ok();
 }
