@@ -215,8 +215,8 @@ TEST_F(InformerTest, ListsWatchesAndDeliversAddUpdateDelete) {
   Create(resources::kConfigMaps, ns_, ConfigMap("b"));
   Create(resources::kConfigMaps, other_ns_, ConfigMap("c"));
 
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(client_.get(), Options(resources::kConfigMaps));
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   EXPECT_FALSE(informer.HasSynced());
   informer.Start();
@@ -327,11 +327,11 @@ TEST_F(InformerTest, IndexesByNamespaceNodeNameAndCustomFunctions) {
 
 TEST_F(InformerTest, LateHandlerGetsTheCacheAsAddsThenEvents) {
   for (const char* name : {"a", "b", "c"}) Create(resources::kConfigMaps, ns_, ConfigMap(name));
+  Recorder late;  // outlives the informer's thread
   Informer informer(client_.get(), Options(resources::kConfigMaps, ns_));
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
 
-  Recorder late;
   Informer::HandlerId id = informer.AddEventHandler(late.Handler());
   // The replay happens before AddEventHandler returns.
   EXPECT_EQ(late.Mirror(), CacheState(informer));
@@ -355,8 +355,8 @@ TEST_F(InformerTest, SelectorsNarrowTheCache) {
 
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.label_selector = "app=x";
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(client_.get(), options);
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
@@ -392,8 +392,8 @@ TEST_F(InformerTest, RelistAfterGoneDeliversWhatChangedInTheGap) {
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.watch_timeout = seconds(1);              // streams end every 1-2 s
   options.watch_failures_before_relist = 1000000;  // only a 410 may re-list here
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(client_.get(), options);
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
@@ -478,8 +478,8 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.page_size = 100;
   options.watch_timeout = seconds(1);  // streams also end normally, every 1-2 s
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(client_.get(), options);
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
@@ -585,9 +585,9 @@ TEST_F(InformerTest, FactorySharesOneInformerPerCollection) {
 TEST(InformerFeedTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   InformerOptions options;
   options.resource = resources::kConfigMaps;
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(nullptr, options);
   EXPECT_EQ(informer.Run(std::stop_token()).code(), StatusCode::kFailedPrecondition);
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   auto cm = [](const std::string& name, const std::string& rv) {
     Json obj = ConfigMap(name);
@@ -642,8 +642,8 @@ TEST_F(InformerTest, PeriodicResyncRedeliversUpdates) {
   Create(resources::kConfigMaps, ns_, ConfigMap("a"));
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.resync_period = milliseconds(50);
+  Recorder recorder;  // outlives the informer's thread
   Informer informer(client_.get(), options);
-  Recorder recorder;
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
