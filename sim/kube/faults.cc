@@ -100,12 +100,14 @@ Result<FaultRule> ParseRule(const std::string& text) {
       r.rate = d;
     } else if (key == "count") {
       GPUOP_ASSIGN_OR_RETURN(r.remaining, ParseCount(key, val, text));
+    } else if (key == "after") {
+      GPUOP_ASSIGN_OR_RETURN(r.pass_first, ParseCount(key, val, text));
     } else if (key == "retry-after") {
       GPUOP_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, val, text));
       r.retry_after_s = static_cast<int>(n);
     } else {
       return InvalidArgument("fault rule \"" + text + "\": unknown token \"" + tok +
-                             "\" (verb=, resource=, rate=, count=, retry-after=)");
+                             "\" (verb=, resource=, rate=, count=, after=, retry-after=)");
     }
   }
   return r;
@@ -163,6 +165,8 @@ nlohmann::json FaultInjector::ToJson() const {
   for (const auto& r : rules_) {
     nlohmann::json j{{"rule", r.text}};
     if (r.remaining >= 0) j["remaining"] = r.remaining;
+    if (r.pass_first > 0) j["after"] = r.pass_first;
+    j["fired"] = r.fired;
     rules.push_back(std::move(j));
     texts.push_back(r.text);
   }
@@ -177,6 +181,10 @@ FaultDecision FaultInjector::Decide(std::string_view verb, std::string_view reso
     if (r.kind == FaultKind::kPause || r.remaining == 0) continue;
     if (!Matches(r, verb, resource, group)) continue;
     if (r.kind == FaultKind::kGone && verb != "watch" && verb != "list") continue;
+    if (r.pass_first > 0) {
+      --r.pass_first;
+      continue;
+    }
     if (r.rate < 1.0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= r.rate) {
       continue;
     }
@@ -203,6 +211,7 @@ FaultDecision FaultInjector::Decide(std::string_view verb, std::string_view reso
       case FaultKind::kPause:
         break;
     }
+    if (fired) ++r.fired;
     if (fired && r.remaining > 0) --r.remaining;
   }
   return d;

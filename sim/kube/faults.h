@@ -20,6 +20,9 @@
 //                     (default: all)
 //   rate=F            fraction of matching requests hit, 0..1 (default 1)
 //   count=N           fire at most N times, then the rule is spent (default: no limit)
+//   after=N           let the first N matching requests through untouched, then
+//                     fire (with verb=create|update|patch|delete this stops a
+//                     client between its Nth and next write: a crash point)
 //
 // Example: "error=429,verb=list,resource=pods,rate=0.5,retry-after=2;latency=100ms,verb=get"
 //
@@ -55,6 +58,8 @@ struct FaultRule {
   std::chrono::milliseconds latency{0};
   int after_events = 0;
   int64_t remaining = -1;  // -1: unlimited
+  int64_t pass_first = 0;  // matching requests still to let through (after=N)
+  int64_t fired = 0;       // times the rule has fired
   std::string text;        // the rule as written, for GET /gpuop-sim/faults
 };
 

@@ -91,6 +91,21 @@ TEST(FaultInjectorTest, MatchesVerbsAndResourcesAndSpendsCounts) {
   EXPECT_FALSE(f.Decide("get", "deployments", "apps").error_code);
 }
 
+// after=N is a crash point: the first N writes land, every later one fails.
+TEST(FaultInjectorTest, AfterLetsTheFirstMatchingRequestsThrough) {
+  FaultInjector f;
+  ASSERT_TRUE(f.Set("error=500,verb=create|patch,after=2").ok());
+  EXPECT_FALSE(f.Decide("get", "nodes", "").error_code);  // not a match: not counted
+  EXPECT_FALSE(f.Decide("create", "nodes", "").error_code);
+  EXPECT_EQ(f.ToJson()["rules"][0]["after"], 1);
+  EXPECT_FALSE(f.Decide("patch", "nodes", "").error_code);
+  EXPECT_EQ(f.ToJson()["rules"][0]["fired"], 0);
+  EXPECT_EQ(f.Decide("create", "daemonsets", "apps").error_code, 500);
+  EXPECT_EQ(f.Decide("patch", "nodes", "").error_code, 500);
+  EXPECT_EQ(f.ToJson()["rules"][0]["fired"], 2);
+  EXPECT_FALSE(ParseFaultSpec("error=500,after=x").ok());
+}
+
 TEST(FaultInjectorTest, RatesHitSomeRequestsReproducibly) {
   auto count_hits = [] {
     FaultInjector f(42);
