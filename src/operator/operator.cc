@@ -257,8 +257,23 @@ kube::ReconcileResult Operator::ReconcileNode(const std::string& name) {
   return kube::ReconcileResult::Ok();
 }
 
+Status Operator::SyncPsaLabels(const std::map<std::string, std::string>& wanted) {
+  auto ns = client_.Get(res::kNamespaces, "", options_.env.namespace_);
+  if (!ns.ok()) {
+    // No namespace, no labels to remove.
+    if (wanted.empty() && kube::IsNotFound(ns.status())) return Status();
+    return ns.status().Annotate("reading namespace " + options_.env.namespace_);
+  }
+  std::optional<Json> config = PsaApplyConfig(*ns, wanted);
+  if (!config) return Status();
+  auto r = client_.Apply(res::kNamespaces, *config, kPsaFieldManager, /*force=*/true);
+  if (!r.ok()) return r.status().Annotate("setting the namespace's pod-security labels");
+  metrics_.object_writes_total++;
+  return Status();
+}
+
 Status Operator::Cleanup() {
-  Status first;
+  Status first = SyncPsaLabels({});
   for (kube::Informer* inf : owned_) {
     for (const kube::ObjectPtr& obj : inf->List()) {
       if (kube::IsBeingDeleted(*obj)) continue;
@@ -378,25 +393,7 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
     }
 
     // The namespace's pod-security labels (psa.enabled).
-    if (write_error.ok()) {
-      std::map<std::string, std::string> psa = NamespacePsaLabels(*policy);
-      if (!psa.empty()) {
-        auto ns = client_.Get(res::kNamespaces, "", options_.env.namespace_);
-        if (ns.ok()) {
-          Json labels = Json::object();
-          for (const auto& [k, v] : psa) {
-            if (kube::Label(*ns, k) != v) labels[k] = v;
-          }
-          if (!labels.empty()) {
-            auto r = client_.Patch(res::kNamespaces, "", options_.env.namespace_,
-                                   kube::PatchType::kMerge, {{"metadata", {{"labels", labels}}}});
-            if (!r.ok()) write_error = r.status().Annotate("labelling the namespace for PSA");
-          }
-        } else {
-          write_error = ns.status().Annotate("reading namespace " + options_.env.namespace_);
-        }
-      }
-    }
+    if (write_error.ok()) write_error = SyncPsaLabels(NamespacePsaLabels(*policy));
     in.reconcile_error = write_error;
 
     // Readiness from the DaemonSets as cached.

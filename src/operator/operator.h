@@ -79,6 +79,9 @@ class Operator {
  private:
   kube::ReconcileResult ReconcilePolicy(const std::string& key);
   kube::ReconcileResult ReconcileNode(const std::string& name);
+  // Applies the namespace's pod-security labels as kPsaFieldManager (none:
+  // removes those gpuop set); writes only when something differs.
+  Status SyncPsaLabels(const std::map<std::string, std::string>& wanted);
   Status Cleanup();
   Status EnsureCrd();
   // The parsed active policy (cached by resourceVersion); null without one

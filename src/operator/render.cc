@@ -896,6 +896,42 @@ std::map<std::string, std::string> NamespacePsaLabels(const Policy& policy) {
   return labels;
 }
 
+namespace {
+
+// Whether `manager`'s apply entry in managedFields owns any metadata label.
+bool OwnsLabels(const Json& object, std::string_view manager) {
+  const Json& fields = Field(Field(object, "metadata"), "managedFields");
+  if (!fields.is_array()) return false;
+  for (const Json& entry : fields) {
+    if (!entry.is_object() || entry.value("manager", "") != manager ||
+        entry.value("operation", "") != "Apply") {
+      continue;
+    }
+    const Json& labels = Field(Field(Field(entry, "fieldsV1"), "f:metadata"), "f:labels");
+    if (labels.is_object() && !labels.empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<Json> PsaApplyConfig(const Json& ns,
+                                   const std::map<std::string, std::string>& wanted) {
+  Json config{{"apiVersion", "v1"},
+              {"kind", "Namespace"},
+              {"metadata", {{"name", kube::Name(ns)}}}};
+  const bool owned = OwnsLabels(ns, kPsaFieldManager);
+  if (wanted.empty()) {
+    if (!owned) return std::nullopt;
+    return config;
+  }
+  bool differs = !owned;
+  for (const auto& [k, v] : wanted) differs = differs || kube::Label(ns, k) != v;
+  if (!differs) return std::nullopt;
+  config["metadata"]["labels"] = wanted;
+  return config;
+}
+
 std::string ObjectHash(const Json& object) {
   Json copy = object;
   if (copy.is_object()) {

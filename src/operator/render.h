@@ -72,6 +72,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,9 +143,17 @@ std::vector<RenderedObject> RenderComponent(Component c, const RenderInput& in);
 std::vector<RenderedObject> RenderPrerequisites(const RenderInput& in);
 
 // The pod-security labels gpuop wants on its namespace: enforce, audit and
-// warn = privileged when psa.enabled; empty otherwise. The caller patches
-// them in (and removes the keys of kPsaLabelKeys it set once psa is off).
+// warn = privileged when psa.enabled; empty otherwise. The caller applies
+// them with its own field manager (kPsaFieldManager), so once psa is off an
+// empty apply removes exactly the labels gpuop set and none a user set.
 std::map<std::string, std::string> NamespacePsaLabels(const Policy& policy);
+inline constexpr const char* kPsaFieldManager = "gpuop-operator-psa";
+
+// What the namespace needs for `wanted` (NamespacePsaLabels): nullopt when
+// nothing; else the server-side-apply configuration to send as
+// kPsaFieldManager — the labels when one is missing or differs, or no labels
+// when psa is off but that manager still owns some.
+std::optional<Json> PsaApplyConfig(const Json& ns, const std::map<std::string, std::string>& wanted);
 inline constexpr const char* kPsaLabelKeys[] = {"pod-security.kubernetes.io/enforce",
                                                 "pod-security.kubernetes.io/audit",
                                                 "pod-security.kubernetes.io/warn"};

@@ -192,6 +192,22 @@ wait_for "dcgm-exporter DaemonSet gone" ds_gone nvidia-dcgm-exporter
 wait_for "dcgm-exporter label gone" has_label a100-1 nvidia.com/gpu.deploy.dcgm-exporter ""
 has_label a100-1 nvidia.com/gpu.deploy.device-plugin true || fail "device-plugin label lost"
 
+# psa.enabled labels the namespace; turning it off removes exactly those
+# labels, not the ones a user set.
+k label namespace gpu-operator team=ml pod-security.kubernetes.io/enforce-version=latest >/dev/null
+ns_label() { k get namespace gpu-operator -o jsonpath="{.metadata.labels['${1//./\\.}']}"; }
+ns_has() { [[ "$(ns_label "$1")" == "$2" ]]; }
+k patch clusterpolicy cluster-policy --type=merge -p '{"spec":{"psa":{"enabled":true}}}' >/dev/null
+for key in enforce audit warn; do
+  wait_for "namespace label $key=privileged" ns_has "pod-security.kubernetes.io/$key" privileged
+done
+k patch clusterpolicy cluster-policy --type=merge -p '{"spec":{"psa":{"enabled":false}}}' >/dev/null
+for key in enforce audit warn; do
+  wait_for "namespace label $key removed" ns_has "pod-security.kubernetes.io/$key" ""
+done
+ns_has team ml || fail "psa off removed the user's label team=ml"
+ns_has pod-security.kubernetes.io/enforce-version latest || fail "psa off removed enforce-version"
+
 # Deleting the ClusterPolicy removes everything the operator added.
 k delete clusterpolicy cluster-policy >/dev/null
 wait_for "labels removed" has_label a100-1 nvidia.com/gpu.present ""

@@ -1009,6 +1009,46 @@ TEST(RenderTest, PrerequisitesAndPodSecurity) {
                                               {"pod-security.kubernetes.io/warn", "privileged"}}));
 }
 
+// The pod-security labels go through server-side apply as their own field
+// manager: applied when missing or different, removed (an apply without
+// labels) only while that manager owns some, so a user's labels survive.
+TEST(RenderTest, PodSecurityLabelsApplyAndRemoveOnlyWhatGpuopOwns) {
+  const std::map<std::string, std::string> want = {
+      {"pod-security.kubernetes.io/audit", "privileged"},
+      {"pod-security.kubernetes.io/enforce", "privileged"},
+      {"pod-security.kubernetes.io/warn", "privileged"}};
+  Json bare = Json::parse(R"({"metadata": {"name": "gpu-operator"}})");
+  EXPECT_FALSE(PsaApplyConfig(bare, {}).has_value());
+  auto add = PsaApplyConfig(bare, want);
+  ASSERT_TRUE(add.has_value());
+  EXPECT_EQ((*add)["kind"], "Namespace");
+  EXPECT_EQ((*add)["metadata"]["name"], "gpu-operator");
+  EXPECT_EQ((*add)["metadata"]["labels"], Json(want));
+
+  Json owned = bare;
+  owned["metadata"]["labels"] = want;
+  owned["metadata"]["managedFields"] = Json::parse(R"([
+    {"manager": "kubectl", "operation": "Update",
+     "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}},
+    {"manager": "gpuop-operator-psa", "operation": "Apply",
+     "fieldsV1": {"f:metadata": {"f:labels": {"f:pod-security.kubernetes.io/audit": {},
+       "f:pod-security.kubernetes.io/enforce": {}, "f:pod-security.kubernetes.io/warn": {}}}}}])");
+  EXPECT_FALSE(PsaApplyConfig(owned, want).has_value());  // converged: no write
+  auto remove = PsaApplyConfig(owned, {});
+  ASSERT_TRUE(remove.has_value());
+  EXPECT_FALSE(remove->at("metadata").contains("labels"));
+
+  // Same labels, set by the user: psa on takes them over (one apply), psa off
+  // leaves them alone.
+  Json users = owned;
+  users["metadata"]["managedFields"].erase(1);
+  EXPECT_TRUE(PsaApplyConfig(users, want).has_value());
+  EXPECT_FALSE(PsaApplyConfig(users, {}).has_value());
+  // A label changed by hand is set back while psa is on.
+  owned["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "baseline";
+  EXPECT_TRUE(PsaApplyConfig(owned, want).has_value());
+}
+
 TEST(RenderTest, OtherNamespaceAndRuntime) {
   Json cp = LoadSample("clusterpolicy-minimal.yaml");
   cp["spec"]["operator"]["defaultRuntime"] = "crio";
