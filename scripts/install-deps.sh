@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   podman containerd busybox-static
   clang-format clang-tidy
   python3 python3-yaml python3-jsonschema time curl
