@@ -154,6 +154,10 @@ std::vector<GpuModel> MakeModels() {
       2520, 9001, 0, 3);
   add("t4", "Tesla T4", 15360, 7, 5, 0x1EB810DE, 0x12A210DE, kArchTuring, kBrandTesla, 40, 70, 1590,
       5001, 0, 1);
+  // The PCIe card of the NVLink-bridged pairs. Its MIG table is not modelled:
+  // the simulator offers MIG on the SXM models.
+  add("h100-nvl", "NVIDIA H100 NVL", 95830, 9, 0, 0x232110DE, 0x183910DE, kArchHopper, kBrandNvidia,
+      132, 400, 1785, 2619, 12, 0);
   mig(add("a30", "NVIDIA A30", 24576, 8, 0, 0x20B710DE, 0x153210DE, kArchAmpere, kBrandNvidia, 56,
           165, 1440, 1215, 0, 0),
       4, 4, A30Profiles());
@@ -165,10 +169,19 @@ struct PresetGpus {
   unsigned count;
 };
 
+// How a machine's GPUs are wired (see SimGpu).
+enum class Wiring {
+  // Pairs of GPUs share a PCIe switch; NVLink GPUs reach every NVSwitch.
+  kSwitchedPairs,
+  // Each GPU on its own root port; NVLink bridges join GPUs 2k and 2k+1.
+  kBridgedPairs,
+};
+
 struct Preset {
   std::string name;
   std::vector<PresetGpus> gpus;
   std::vector<unsigned> buses;  // empty: default buses
+  Wiring wiring = Wiring::kSwitchedPairs;
 };
 
 const std::vector<unsigned> kDgxA100Buses = {0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD};
@@ -180,6 +193,10 @@ const std::vector<Preset>& Presets() {
         {"dgx-a100", {{"a100-40gb", 8}}, kDgxA100Buses},
         {"dgx-h100", {{"h100-80gb", 8}}, kDgxH100Buses},
         {"hgx-h200", {{"h200-141gb", 8}}, kDgxH100Buses},
+        {"h100-nvl-8",
+         {{"h100-nvl", 8}},
+         {0x17, 0x2A, 0x3D, 0x63, 0x98, 0xAB, 0xBD, 0xE3},
+         Wiring::kBridgedPairs},
         {"l40s-4", {{"l40s", 4}}, {0x01, 0x25, 0xC1, 0xE1}},
         {"t4-1", {{"t4", 1}}, {0x3B}},
     };
@@ -213,8 +230,45 @@ struct GpuSpec {
   bool mig_enabled = false;
 };
 
+// NVSwitches of the switched machines: four, as on HGX A100/H100 boards
+// (which have four to six); link l of every GPU goes to switch l % 4.
+constexpr unsigned kNvSwitches = 4;
+
+void Wire(Machine& m, Wiring wiring) {
+  bool any_nvlink = false;
+  for (SimGpu& g : m.gpus) {
+    const unsigned i = g.index;
+    const unsigned links = g.model.nvlinks;
+    switch (wiring) {
+      case Wiring::kSwitchedPairs:
+        g.pcie_switch = static_cast<int>(i / 2);
+        g.host_bridge = static_cast<int>(i / 2);
+        for (unsigned l = 0; l < links; ++l) g.nvlinks.push_back({true, l % kNvSwitches});
+        any_nvlink = any_nvlink || links > 0;
+        break;
+      case Wiring::kBridgedPairs: {
+        g.pcie_switch = -1;
+        g.host_bridge = static_cast<int>(i);
+        const unsigned peer = i ^ 1u;
+        if (peer < m.gpus.size() && m.gpus[peer].model.nvlinks == links) {
+          for (unsigned l = 0; l < links; ++l) g.nvlinks.push_back({false, peer});
+        }
+        break;
+      }
+    }
+  }
+  if (any_nvlink) {
+    for (unsigned s = 0; s < kNvSwitches; ++s) {
+      char bus_id[32];
+      std::snprintf(bus_id, sizeof(bus_id), "00000000:%02X:00.0", 0xC0 + s * 8);
+      m.nvswitches.push_back(bus_id);
+    }
+  }
+}
+
 Machine Build(const std::string& name, const std::vector<GpuSpec>& specs,
-              const std::vector<unsigned>& buses, const std::string& seed) {
+              const std::vector<unsigned>& buses, const std::string& seed,
+              Wiring wiring = Wiring::kSwitchedPairs) {
   Machine m;
   m.name = name;
   const unsigned n = static_cast<unsigned>(specs.size());
@@ -238,6 +292,7 @@ Machine Build(const std::string& name, const std::vector<GpuSpec>& specs,
     g.mig_enabled_at_boot = specs[i].mig_enabled;
     m.gpus.push_back(std::move(g));
   }
+  Wire(m, wiring);
   return m;
 }
 
@@ -376,6 +431,18 @@ Result<GpuModel> FindModel(const std::string& key_or_name) {
                   " (or their full NVML names)");
 }
 
+unsigned TopologyLevel(const Machine& m, unsigned a, unsigned b) {
+  // NVML_TOPOLOGY_* values.
+  constexpr unsigned kInternal = 0, kSingle = 10, kHostBridge = 30, kNode = 40, kSystem = 50;
+  if (a == b) return kInternal;
+  const SimGpu& x = m.gpus[a];
+  const SimGpu& y = m.gpus[b];
+  if (x.pcie_switch >= 0 && x.pcie_switch == y.pcie_switch) return kSingle;
+  if (x.host_bridge >= 0 && x.host_bridge == y.host_bridge) return kHostBridge;
+  if (x.numa_node >= 0 && x.numa_node == y.numa_node) return kNode;
+  return kSystem;
+}
+
 std::vector<std::string> PresetNames() {
   std::vector<std::string> out;
   for (const auto& p : Presets()) out.push_back(p.name);
@@ -438,7 +505,7 @@ Result<Machine> LoadMachine(const std::string& preset_or_file, const std::string
       GPUOP_ASSIGN_OR_RETURN(GpuModel model, FindModel(g.model_key));
       for (unsigned i = 0; i < g.count; ++i) specs.push_back({model, false});
     }
-    return Build(p.name, specs, p.buses, seed);
+    return Build(p.name, specs, p.buses, seed, p.wiring);
   }
   if (PathExists(preset_or_file)) return ParseMachineFile(preset_or_file, seed);
   return NotFound("unknown machine '" + preset_or_file + "': not a preset (" +

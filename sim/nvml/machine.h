@@ -55,7 +55,20 @@ struct GpuModel {
   const GiProfile* ProfileByNvmlIndex(unsigned nvml_index) const;
 };
 
+// One end of an active NVLink, seen from the GPU that owns the link.
+struct SimNvLink {
+  bool to_switch = false;  // the far end is an NVSwitch, not a GPU
+  unsigned remote = 0;     // the far GPU's index, or the NVSwitch's index in Machine::nvswitches
+  bool operator==(const SimNvLink&) const = default;
+};
+
 // One GPU of a machine.
+//
+// Topology: GPUs under the same PCIe switch meet at NVML_TOPOLOGY_SINGLE,
+// under the same host bridge (root complex) at HOSTBRIDGE, on the same NUMA
+// node at NODE, otherwise at SYSTEM. `nvlinks[i]` is active link i; links
+// past the end are inactive. An NVSwitch system gives every GPU links to
+// every switch, and two GPUs then talk over each switch they both reach.
 struct SimGpu {
   GpuModel model;
   unsigned index = 0;
@@ -64,6 +77,9 @@ struct SimGpu {
   std::string serial;
   std::string bus_id;  // "00000000:18:00.0"
   int numa_node = -1;
+  int pcie_switch = -1;  // -1: on a root port of its own
+  int host_bridge = -1;  // -1: unknown (treated as its own)
+  std::vector<SimNvLink> nvlinks;
   bool mig_enabled_at_boot = false;
 };
 
@@ -72,13 +88,22 @@ struct Machine {
   std::string driver_version = "570.172.08";
   int cuda_driver_version = 12080;  // 12.8
   std::vector<SimGpu> gpus;
+  std::vector<std::string> nvswitches;  // NVSwitch PCI bus ids ("00000000:C0:00.0")
 };
+
+// The level at which GPUs `a` and `b` of `m` meet on PCIe, as
+// nvmlDeviceGetTopologyCommonAncestor reports it (NVML_TOPOLOGY_* values).
+// REQUIRES: a and b are indices of m.gpus.
+unsigned TopologyLevel(const Machine& m, unsigned a, unsigned b);
 
 // The built-in GPU models (a100-40gb, a100-80gb, h100-80gb, h200-141gb, l40s, t4, a30).
 const std::vector<GpuModel>& BuiltinModels();
 Result<GpuModel> FindModel(const std::string& key_or_name);
 
-// Preset names: dgx-a100, dgx-h100, hgx-h200, l40s-4, t4-1 and each model key.
+// Preset names: dgx-a100, dgx-h100, hgx-h200, h100-nvl-8, l40s-4, t4-1 and
+// each model key. h100-nvl-8 is the one with partial NVLink: eight H100 NVL
+// PCIe cards joined in pairs (0-1, 2-3, 4-5, 6-7) by NVLink bridges, each on
+// its own root port, GPUs 0-3 on NUMA node 0 and 4-7 on node 1.
 std::vector<std::string> PresetNames();
 
 // The MIG profile name that go-nvlib derives from a memory size: "<G>g.<GB>gb"

@@ -805,19 +805,32 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevic
     if (nvmlReturn_t r = ResolveGpu(device1, &a); r != NVML_SUCCESS) return r;
     if (nvmlReturn_t r = ResolveGpu(device2, &b); r != NVML_SUCCESS) return r;
     if (pathInfo == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    // Pairs of GPUs share a PCIe switch; halves of the machine share a CPU socket.
-    if (a.gpu->index == b.gpu->index) {
-      *pathInfo = NVML_TOPOLOGY_INTERNAL;
-    } else if (a.gpu->index / 2 == b.gpu->index / 2) {
-      *pathInfo = NVML_TOPOLOGY_SINGLE;
-    } else if (a.gpu->numa_node == b.gpu->numa_node) {
-      *pathInfo = NVML_TOPOLOGY_NODE;
-    } else {
-      *pathInfo = NVML_TOPOLOGY_SYSTEM;
-    }
+    *pathInfo = static_cast<nvmlGpuTopologyLevel_t>(
+        gpuop::sim::TopologyLevel(a.session->machine(), a.gpu->index, b.gpu->index));
     return NVML_SUCCESS;
   });
 }
+
+}  // extern "C"
+
+namespace {
+
+// Resolves `device` and its active link `link`; NOT_SUPPORTED for a GPU
+// without NVLink, INVALID_ARGUMENT past its last link.
+nvmlReturn_t ResolveLink(nvmlDevice_t device, unsigned link, Ctx* c,
+                         const gpuop::sim::SimNvLink** out) {
+  if (nvmlReturn_t r = ResolveGpu(device, c); r != NVML_SUCCESS) return r;
+  if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& links = c->gpu->nvlinks;
+  if (links.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *out = &links[link];
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
 
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       nvmlEnableState_t* isActive) {
@@ -825,8 +838,9 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
     Ctx c;
     if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
     if (isActive == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
-    if (c.model().nvlinks == 0) return NVML_ERROR_NOT_SUPPORTED;
-    *isActive = link < c.model().nvlinks ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    if (c.gpu->nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    // The link slots past the wired ones exist but are down.
+    *isActive = link < c.gpu->nvlinks.size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
   });
 }
@@ -835,17 +849,38 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
                                                  nvmlPciInfo_t* pci) {
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
-    if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
-    if (pci == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
-    if (c.model().nvlinks == 0) return NVML_ERROR_NOT_SUPPORTED;
-    if (link >= c.model().nvlinks) return NVML_ERROR_INVALID_ARGUMENT;
-    // The far end is an NVSwitch; links are spread over four of them.
+    const gpuop::sim::SimNvLink* l = nullptr;
+    if (nvmlReturn_t r = ResolveLink(device, link, &c, &l); r != NVML_SUCCESS) return r;
+    if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& m = c.session->machine();
+    if (!l->to_switch) {
+      FillPci(m.gpus[l->remote], pci);
+      return NVML_SUCCESS;
+    }
+    // The far end is an NVSwitch: its own PCI function, as on HGX boards.
     std::memset(pci, 0, sizeof(*pci));
-    unsigned sw = link % 4;
-    pci->bus = 0xC0 + sw * 8;
+    unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+    std::sscanf(m.nvswitches[l->remote].c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &fn);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = dev;
     pci->pciDeviceId = c.model().architecture == NVML_DEVICE_ARCH_HOPPER ? 0x22A310DE : 0x1AF110DE;
-    std::snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", pci->bus);
-    std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus);
+    std::snprintf(pci->busId, sizeof(pci->busId), "%s", m.nvswitches[l->remote].c_str());
+    std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", domain & 0xFFFF,
+                  bus, dev, fn);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    const gpuop::sim::SimNvLink* l = nullptr;
+    if (nvmlReturn_t r = ResolveLink(device, link, &c, &l); r != NVML_SUCCESS) return r;
+    if (pNvLinkDeviceType == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *pNvLinkDeviceType =
+        l->to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
     return NVML_SUCCESS;
   });
 }
@@ -1100,6 +1135,10 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
           v.value.ullVal = kib;
           break;
         }
+        case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+          v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+          v.value.uiVal = c.rt->recovery_action;
+          break;
         default:
           v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
           break;

@@ -120,6 +120,7 @@ std::string SerializeState(const SimState& s) {
                     {"remappedUncorrectable", g.remapped_uncorrectable},
                     {"remapPending", g.remap_pending},
                     {"pcieReplays", g.pcie_replays},
+                    {"recoveryAction", g.recovery_action},
                     {"gpuInstances", gis}});
   }
   json events = json::array();
@@ -174,6 +175,8 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
       r.remapped_uncorrectable = g.at("remappedUncorrectable").get<unsigned>();
       r.remap_pending = g.at("remapPending").get<bool>();
       r.pcie_replays = g.at("pcieReplays").get<unsigned>();
+      // Absent in files written before the field existed.
+      r.recovery_action = g.value("recoveryAction", 0u);
       for (const auto& gi : g.at("gpuInstances")) r.gis.push_back(GiFromJson(gi));
       s.gpus.push_back(std::move(r));
     }
@@ -359,6 +362,37 @@ Result<std::unique_ptr<StateStore>> OpenStateFromEnv(bool require_shared) {
   return StateStore::Open(*machine, dir, NowUnixMs());
 }
 
+namespace {
+
+// A new fault never lowers what an earlier one asked for.
+void PostRecoveryAction(GpuRuntime& g, unsigned action) {
+  auto rank = [](unsigned a) { return a == kRecoveryNodeReboot ? 2 : a == kRecoveryNone ? 0 : 1; };
+  if (rank(action) > rank(g.recovery_action)) g.recovery_action = action;
+}
+
+}  // namespace
+
+unsigned RecoveryActionForXid(uint64_t xid) {
+  switch (xid) {
+    case 46:   // GPU stopped processing
+    case 48:   // double-bit ECC error
+    case 61:   // internal micro-controller breakpoint
+    case 62:   // internal micro-controller halt
+    case 63:   // row remap pending
+    case 74:   // NVLink error
+    case 79:   // fallen off the bus
+    case 95:   // uncontained ECC error
+    case 119:  // GSP RPC timeout
+    case 120:  // GSP error
+    case 140:  // unrecovered ECC error
+      return kRecoveryGpuReset;
+    case 64:  // row remap failure
+      return kRecoveryNodeReboot;
+    default:
+      return kRecoveryNone;
+  }
+}
+
 Status ApplyXid(const Machine& m, SimState& s, unsigned gpu, uint64_t xid,
                 std::optional<unsigned> gi, std::optional<unsigned> ci) {
   GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
@@ -376,6 +410,7 @@ Status ApplyXid(const Machine& m, SimState& s, unsigned gpu, uint64_t xid,
     }
   }
   s.AddEvent(gpu, kEventXid, xid, gi.value_or(kNoInstanceId), ci.value_or(kNoInstanceId));
+  PostRecoveryAction(s.gpus[gpu], RecoveryActionForXid(xid));
   return Status::Ok();
 }
 
@@ -387,6 +422,7 @@ Status ApplyEcc(const Machine& m, SimState& s, unsigned gpu, bool double_bit) {
     ++g.ecc.dbe_aggregate;
     ++g.remapped_uncorrectable;
     g.remap_pending = true;
+    PostRecoveryAction(g, kRecoveryGpuReset);
     s.AddEvent(gpu, kEventDoubleBitEcc, 0);
   } else {
     ++g.ecc.sbe_volatile;
@@ -399,6 +435,7 @@ Status ApplyEcc(const Machine& m, SimState& s, unsigned gpu, bool double_bit) {
 Status ApplyLost(const Machine& m, SimState& s, unsigned gpu) {
   GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
   s.gpus[gpu].lost = true;
+  PostRecoveryAction(s.gpus[gpu], RecoveryActionForXid(79));
   s.AddEvent(gpu, kEventXid, 79);
   return Status::Ok();
 }
@@ -411,12 +448,16 @@ Status ApplyReset(const Machine& m, SimState& s, unsigned gpu) {
   g.lost = false;
   g.ecc.sbe_volatile = g.ecc.dbe_volatile = 0;
   g.remap_pending = false;
+  if (g.recovery_action == kRecoveryGpuReset) g.recovery_action = kRecoveryNone;
   return Status::Ok();
 }
 
 Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
   if (loaded && !s.driver_loaded) {
-    for (unsigned i = 0; i < s.gpus.size(); ++i) GPUOP_RETURN_IF_ERROR(ApplyReset(m, s, i));
+    for (unsigned i = 0; i < s.gpus.size(); ++i) {
+      GPUOP_RETURN_IF_ERROR(ApplyReset(m, s, i));
+      s.gpus[i].recovery_action = kRecoveryNone;
+    }
   }
   if (!loaded) {
     for (auto& g : s.gpus) g.gis.clear();

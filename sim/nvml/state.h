@@ -38,6 +38,18 @@ inline constexpr uint64_t kEventSingleBitEcc = 0x1;
 inline constexpr uint64_t kEventDoubleBitEcc = 0x2;
 inline constexpr uint64_t kEventXid = 0x8;
 
+// nvmlDeviceGpuRecoveryAction_t values.
+inline constexpr unsigned kRecoveryNone = 0;
+inline constexpr unsigned kRecoveryGpuReset = 1;
+inline constexpr unsigned kRecoveryNodeReboot = 2;
+
+// The recovery action the simulated driver posts for an XID: a reset for the
+// faults NVIDIA's XID catalog resolves with RESET_GPU (uncorrectable memory
+// errors, row-remap events, NVLink errors, GSP/firmware errors, bus loss), a
+// node reboot for a failed row remap (a reset cannot retire the row), none for
+// the rest (application errors: restarting the application is enough).
+unsigned RecoveryActionForXid(uint64_t xid);
+
 struct EccCounters {
   uint64_t sbe_volatile = 0, sbe_aggregate = 0;
   uint64_t dbe_volatile = 0, dbe_aggregate = 0;
@@ -53,6 +65,10 @@ struct GpuRuntime {
   unsigned remapped_uncorrectable = 0;
   bool remap_pending = false;  // a remap waits for the next reset
   unsigned pcie_replays = 0;
+  // What the driver says this GPU needs (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION):
+  // one of kRecovery*. Set by faults (RecoveryActionForXid), cleared by the
+  // reset or driver reload it asks for: the evidence a health check reads.
+  unsigned recovery_action = 0;
   std::vector<GiRecord> gis;  // sorted by id
   bool operator==(const GpuRuntime&) const = default;
 };
@@ -150,7 +166,9 @@ Status InjectEcc(StateStore& store, unsigned gpu, bool double_bit);
 // The GPU falls off the bus: XID 79, then every call on it fails GPU_IS_LOST.
 Status MarkGpuLost(StateStore& store, unsigned gpu);
 // A GPU reset: applies the pending MIG mode (destroying instances when MIG
-// turns off), clears the lost flag, volatile ECC counters and pending remaps.
+// turns off), clears the lost flag, volatile ECC counters and pending remaps,
+// and a recovery action of "reset" (not one of "reboot": that takes a driver
+// reload, SetDriverLoaded).
 Status ResetGpu(StateStore& store, unsigned gpu);
 // Driver unload/load. Unload destroys every MIG instance (they do not survive
 // the module); load resets every GPU. nvmlInit fails while unloaded.

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "nvml/library.h"
 
@@ -638,6 +640,174 @@ Result<Telemetry> Client::Read(nvmlDevice_st* dev, const std::string& object, bo
     if (any) t.nvlink_active_links = active;
   }
   return t;
+}
+
+// ---- Topology ---------------------------------------------------------------
+
+namespace {
+
+// "00000000:18:00.0" and "0000:18:00.0" (any case) name the same function.
+std::string NormalBusId(std::string_view s) {
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  std::string text(s);
+  if (std::sscanf(text.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) return text;
+  char out[32];
+  std::snprintf(out, sizeof(out), "%08X:%02X:%02X.%X", domain, bus, dev, fn);
+  return out;
+}
+
+}  // namespace
+
+Result<TopologyLevel> Client::CommonAncestor(unsigned a, unsigned b) const {
+  GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t da, Handle(a));
+  GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t db, Handle(b));
+  nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+  GPUOP_RETURN_IF_ERROR(lib_->Call(lib_->fn().DeviceGetTopologyCommonAncestor,
+                                   "GPUs " + std::to_string(a) + " and " + std::to_string(b), da,
+                                   db, &level));
+  switch (level) {
+    case NVML_TOPOLOGY_INTERNAL:
+    case NVML_TOPOLOGY_SINGLE:
+    case NVML_TOPOLOGY_MULTIPLE:
+    case NVML_TOPOLOGY_HOSTBRIDGE:
+    case NVML_TOPOLOGY_NODE:
+    case NVML_TOPOLOGY_SYSTEM:
+      return static_cast<TopologyLevel>(level);
+  }
+  // A level a newer driver added between ours: round to the next wider one.
+  unsigned v = static_cast<unsigned>(level);
+  return v >= 50 ? TopologyLevel::kSystem : static_cast<TopologyLevel>((v / 10 + 1) * 10);
+}
+
+Result<std::vector<NvLink>> Client::NvLinks(unsigned gpu) const {
+  const Library& lib = *lib_;
+  const Functions& fn = lib.fn();
+  if (!fn.DeviceGetNvLinkState) {
+    return lib.Missing(fn.DeviceGetNvLinkState.symbol, fn.DeviceGetNvLinkState.feature);
+  }
+  if (!fn.DeviceGetNvLinkRemotePciInfo) {
+    return lib.Missing(fn.DeviceGetNvLinkRemotePciInfo.symbol,
+                       fn.DeviceGetNvLinkRemotePciInfo.feature);
+  }
+  GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t dev, Handle(gpu));
+  const std::string object = ObjectFor(lib, gpu, dev);
+
+  std::vector<NvLink> out;
+  for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+    nvmlEnableState_t state = NVML_FEATURE_DISABLED;
+    nvmlReturn_t ret = fn.DeviceGetNvLinkState.ptr(dev, link, &state);
+    if (Absent(ret, /*mig=*/true)) break;  // no NVLink, or past the GPU's last link
+    if (ret != NVML_SUCCESS) return lib.Error(ret, object, fn.DeviceGetNvLinkState.symbol);
+    if (state != NVML_FEATURE_ENABLED) continue;
+    nvmlPciInfo_t pci{};
+    ret = fn.DeviceGetNvLinkRemotePciInfo.ptr(dev, link, &pci);
+    if (Absent(ret, true)) continue;
+    if (ret != NVML_SUCCESS) return lib.Error(ret, object, fn.DeviceGetNvLinkRemotePciInfo.symbol);
+    NvLink l;
+    l.link = link;
+    l.remote_bus_id = std::string(pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
+    // The far end's type; drivers without the call get it from the bus id below.
+    nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+    bool typed = fn.DeviceGetNvLinkRemoteDeviceType &&
+                 fn.DeviceGetNvLinkRemoteDeviceType.ptr(dev, link, &type) == NVML_SUCCESS;
+    if (typed && type == NVML_NVLINK_DEVICE_TYPE_SWITCH) l.remote = NvLink::Remote::kSwitch;
+    if (typed && type == NVML_NVLINK_DEVICE_TYPE_GPU) l.remote = NvLink::Remote::kGpu;
+    out.push_back(std::move(l));
+  }
+  if (out.empty()) return out;
+
+  // Resolve far GPUs by bus id. Without the type call, a far end that is none
+  // of our GPUs is taken for an NVSwitch (the only other NVLink peer on x86).
+  GPUOP_ASSIGN_OR_RETURN(unsigned count, GpuCount());
+  std::unordered_map<std::string, unsigned> by_bus;
+  for (unsigned i = 0; i < count; ++i) {
+    GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t d, Handle(i));
+    nvmlPciInfo_t pci{};
+    if (lib.Call(fn.DeviceGetPciInfo, "", d, &pci).ok()) {
+      by_bus[NormalBusId(std::string_view(pci.busId, strnlen(pci.busId, sizeof(pci.busId))))] = i;
+    }
+  }
+  for (NvLink& l : out) {
+    auto it = by_bus.find(NormalBusId(l.remote_bus_id));
+    if (it != by_bus.end() && l.remote != NvLink::Remote::kSwitch) {
+      l.remote = NvLink::Remote::kGpu;
+      l.remote_gpu = it->second;
+    } else if (it == by_bus.end() && l.remote == NvLink::Remote::kOther &&
+               !fn.DeviceGetNvLinkRemoteDeviceType) {
+      l.remote = NvLink::Remote::kSwitch;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<NvLinkPeer>> Client::NvLinkPeers(unsigned gpu) const {
+  GPUOP_ASSIGN_OR_RETURN(unsigned count, GpuCount());
+  if (gpu >= count) return Handle(gpu).status();
+  std::vector<std::vector<NvLink>> links(count);
+  GPUOP_ASSIGN_OR_RETURN(links[gpu], NvLinks(gpu));
+  bool switched = std::any_of(links[gpu].begin(), links[gpu].end(),
+                              [](const NvLink& l) { return l.remote == NvLink::Remote::kSwitch; });
+  if (switched) {
+    for (unsigned i = 0; i < count; ++i) {
+      if (i == gpu) continue;
+      GPUOP_ASSIGN_OR_RETURN(links[i], NvLinks(i));
+    }
+  }
+  return NvLinkPeersFromLinks(gpu, links);
+}
+
+// ---- Health -----------------------------------------------------------------
+
+Result<GpuHealth> Client::ReadHealth(unsigned gpu) const {
+  const Library& lib = *lib_;
+  const Functions& fn = lib.fn();
+  GpuHealth h;
+  // A call that fails on this GPU alone (lost, fallen off the bus, needing a
+  // reset) means it does not answer; the text says why.
+  auto unresponsive = [&](nvmlReturn_t ret, const char* symbol) {
+    h.responds = false;
+    h.error = std::string(symbol) + ": " + lib.ErrorText(ret);
+    return h;
+  };
+  auto device_down = [](nvmlReturn_t ret) {
+    return ret == NVML_ERROR_GPU_IS_LOST || ret == NVML_ERROR_RESET_REQUIRED ||
+           ret == NVML_ERROR_UNKNOWN || ret == NVML_ERROR_DRIVER_NOT_LOADED ||
+           ret == NVML_ERROR_UNINITIALIZED;
+  };
+
+  nvmlDevice_t dev = nullptr;
+  nvmlReturn_t ret = fn.DeviceGetHandleByIndex.ptr(gpu, &dev);
+  if (ret == NVML_ERROR_INVALID_ARGUMENT) return Handle(gpu).status();  // no such GPU
+  if (ret != NVML_SUCCESS) return unresponsive(ret, fn.DeviceGetHandleByIndex.symbol);
+  // The name needs the device itself (the UUID may be cached by the driver).
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+  ret = fn.DeviceGetName.ptr(dev, name, unsigned{sizeof(name)});
+  if (ret != NVML_SUCCESS) return unresponsive(ret, fn.DeviceGetName.symbol);
+  h.responds = true;
+
+  if (fn.DeviceGetFieldValues) {
+    nvmlFieldValue_t v{};
+    v.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+    ret = fn.DeviceGetFieldValues.ptr(dev, 1, &v);
+    if (device_down(ret)) return unresponsive(ret, fn.DeviceGetFieldValues.symbol);
+    if (ret == NVML_SUCCESS && v.nvmlReturn == NVML_SUCCESS) {
+      if (auto a = FieldValueU64(v)) h.recovery_action = static_cast<RecoveryAction>(*a);
+    }
+  }
+  if (fn.DeviceGetTotalEccErrors) {
+    unsigned long long dbe = 0;
+    ret = fn.DeviceGetTotalEccErrors.ptr(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                         &dbe);
+    if (device_down(ret)) return unresponsive(ret, fn.DeviceGetTotalEccErrors.symbol);
+    if (ret == NVML_SUCCESS) h.ecc_dbe_volatile = dbe;
+  }
+  if (fn.DeviceGetRemappedRows) {
+    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+    ret = fn.DeviceGetRemappedRows.ptr(dev, &corr, &unc, &pending, &failure);
+    if (device_down(ret)) return unresponsive(ret, fn.DeviceGetRemappedRows.symbol);
+    if (ret == NVML_SUCCESS) h.remapped_rows_pending = pending != 0;
+  }
+  return h;
 }
 
 // ---- MIG --------------------------------------------------------------------

@@ -56,6 +56,22 @@ class Client {
   // The same for MIG device `mig_index` of `gpu` (NVML supports few fields there).
   Result<Telemetry> ReadMigTelemetry(unsigned gpu, unsigned mig_index) const;
 
+  // ---- Topology ----
+  // Where GPUs `a` and `b` meet on PCIe (nvmlDeviceGetTopologyCommonAncestor).
+  Result<TopologyLevel> CommonAncestor(unsigned a, unsigned b) const;
+  // The active NVLinks of `gpu`, each with its far end resolved to a GPU
+  // index where it is one of ours. Empty for a GPU without NVLink.
+  Result<std::vector<NvLink>> NvLinks(unsigned gpu) const;
+  // The GPUs `gpu` reaches over NVLink, directly or through NVSwitches (see
+  // NvLinkPeer); reads the links of every GPU when `gpu` has switch links.
+  Result<std::vector<NvLinkPeer>> NvLinkPeers(unsigned gpu) const;
+
+  // ---- Health ----
+  // One probe of `gpu`: whether it answers NVML and the recovery evidence of
+  // GpuHealth. A lost GPU gives responds=false, not an error; an error means
+  // the probe itself could not run (no such GPU, NVML not initialised).
+  Result<GpuHealth> ReadHealth(unsigned gpu) const;
+
   // ---- MIG ----
   // The GPU instance profiles; empty when MIG is disabled (NVML lists
   // profiles only in MIG mode). NotSupported on a GPU without MIG.

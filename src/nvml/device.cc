@@ -1,5 +1,8 @@
 #include "nvml/device.h"
 
+#include <algorithm>
+#include <map>
+
 #include "nvml/nvml_abi.h"
 
 namespace gpuop::nvml {
@@ -119,6 +122,45 @@ std::string BrandName(unsigned brand) {
 std::string CudaVersionString(int v) {
   if (v <= 0) return "";
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::vector<NvLinkPeer> NvLinkPeersFromLinks(unsigned gpu,
+                                             const std::vector<std::vector<NvLink>>& links_by_gpu) {
+  std::vector<NvLinkPeer> out;
+  if (gpu >= links_by_gpu.size()) return out;
+  // Links of one GPU to each GPU and to each switch.
+  auto tally = [](const std::vector<NvLink>& links, std::map<unsigned, unsigned>* to_gpu,
+                  std::map<std::string, unsigned>* to_switch) {
+    for (const NvLink& l : links) {
+      if (l.remote == NvLink::Remote::kGpu && l.remote_gpu) ++(*to_gpu)[*l.remote_gpu];
+      if (l.remote == NvLink::Remote::kSwitch) ++(*to_switch)[l.remote_bus_id];
+    }
+  };
+  std::map<unsigned, unsigned> mine_gpu;
+  std::map<std::string, unsigned> mine_switch;
+  tally(links_by_gpu[gpu], &mine_gpu, &mine_switch);
+  for (unsigned other = 0; other < links_by_gpu.size(); ++other) {
+    if (other == gpu) continue;
+    NvLinkPeer p;
+    p.gpu = other;
+    if (auto it = mine_gpu.find(other); it != mine_gpu.end()) p.links = it->second;
+    if (!mine_switch.empty()) {
+      std::map<unsigned, unsigned> theirs_gpu;
+      std::map<std::string, unsigned> theirs_switch;
+      tally(links_by_gpu[other], &theirs_gpu, &theirs_switch);
+      unsigned shared = 0;
+      for (const auto& [sw, n] : mine_switch) {
+        auto it = theirs_switch.find(sw);
+        if (it != theirs_switch.end()) shared += std::min(n, it->second);
+      }
+      if (shared > 0) {
+        p.links += shared;
+        p.via_switch = true;
+      }
+    }
+    if (p.links > 0) out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace gpuop::nvml

@@ -152,6 +152,84 @@ struct Event {
   std::optional<unsigned> gi_id, ci_id;  // set for events of one MIG instance
 };
 
+// ---- Topology ----
+
+// Where two GPUs meet on PCIe: nvmlGpuTopologyLevel_t, closest first.
+enum class TopologyLevel : unsigned {
+  kInternal = 0,     // the same board (multi-GPU cards)
+  kSingle = 10,      // one PCIe switch between them (nvidia-smi topo: PIX)
+  kMultiple = 20,    // several switches, no host bridge (PXB)
+  kHostBridge = 30,  // the same host bridge (PHB)
+  kNode = 40,        // the same NUMA node, different host bridges (NODE)
+  kSystem = 50,      // across NUMA nodes (SYS)
+};
+
+// nvidia-smi topo's short name: "PIX", "PXB", "PHB", "NODE", "SYS" ("X" for internal).
+inline const char* TopologyLevelName(TopologyLevel l) {
+  switch (l) {
+    case TopologyLevel::kInternal:
+      return "X";
+    case TopologyLevel::kSingle:
+      return "PIX";
+    case TopologyLevel::kMultiple:
+      return "PXB";
+    case TopologyLevel::kHostBridge:
+      return "PHB";
+    case TopologyLevel::kNode:
+      return "NODE";
+    case TopologyLevel::kSystem:
+      return "SYS";
+  }
+  return "SYS";
+}
+
+// One active NVLink of a GPU.
+struct NvLink {
+  enum class Remote { kGpu, kSwitch, kOther };
+  unsigned link = 0;          // link number on this GPU
+  std::string remote_bus_id;  // the far end's PCI bus id, as NVML writes it
+  Remote remote = Remote::kOther;
+  std::optional<unsigned> remote_gpu;  // NVML index of the far GPU (kGpu only)
+  bool operator==(const NvLink&) const = default;
+};
+
+// A GPU reachable from another over NVLink, and over how many links. Through
+// NVSwitches, two GPUs share min(links of each to that switch) per switch
+// both reach, summed: what they can use at once to talk to each other.
+struct NvLinkPeer {
+  unsigned gpu = 0;
+  unsigned links = 0;
+  bool via_switch = false;
+  bool operator==(const NvLinkPeer&) const = default;
+};
+
+// The NvLink peers of GPU `gpu`, given the active links of every GPU
+// (`links_by_gpu[i]` for GPU i), ordered by GPU index. Pure.
+std::vector<NvLinkPeer> NvLinkPeersFromLinks(unsigned gpu,
+                                             const std::vector<std::vector<NvLink>>& links_by_gpu);
+
+// ---- Health evidence ----
+
+// nvmlDeviceGpuRecoveryAction_t: what the driver says a GPU needs.
+enum class RecoveryAction : unsigned {
+  kNone = 0,
+  kGpuReset = 1,
+  kNodeReboot = 2,
+  kDrainP2P = 3,
+  kDrainAndReset = 4,
+};
+
+// One health probe of a GPU: does it answer NVML, and the values that show
+// whether a past fault is still in force. Every value is nullopt where the
+// GPU or driver does not report it.
+struct GpuHealth {
+  bool responds = false;                          // NVML answered for this GPU
+  std::string error;                              // why not, when !responds ("GPU is lost")
+  std::optional<RecoveryAction> recovery_action;  // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+  std::optional<uint64_t> ecc_dbe_volatile;       // uncorrectable errors since the last reset
+  std::optional<bool> remapped_rows_pending;      // a row remap waits for a reset
+};
+
 // Result of SetMigMode.
 struct MigModeChange {
   bool enabled = false;         // the mode now requested

@@ -105,6 +105,12 @@ struct Fn {
   X(DeviceGetFieldValues, nvmlDeviceGetFieldValues, "field values (memory temperature, NVLink " \
     "throughput)", "nvmlDeviceGetFieldValues")                                                  \
   X(DeviceGetNvLinkState, nvmlDeviceGetNvLinkState, "NVLink state", "nvmlDeviceGetNvLinkState") \
+  X(DeviceGetNvLinkRemotePciInfo, nvmlDeviceGetNvLinkRemotePciInfo_v2, "NVLink peers",          \
+    "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                                      \
+  X(DeviceGetNvLinkRemoteDeviceType, nvmlDeviceGetNvLinkRemoteDeviceType, "NVLink peer types",  \
+    "nvmlDeviceGetNvLinkRemoteDeviceType")                                                      \
+  X(DeviceGetTopologyCommonAncestor, nvmlDeviceGetTopologyCommonAncestor, "the PCIe topology",  \
+    "nvmlDeviceGetTopologyCommonAncestor")                                                      \
   X(DeviceGetMigMode, nvmlDeviceGetMigMode, "MIG", "nvmlDeviceGetMigMode")                      \
   X(DeviceSetMigMode, nvmlDeviceSetMigMode, "MIG mode changes", "nvmlDeviceSetMigMode")         \
   X(DeviceGetMaxMigDeviceCount, nvmlDeviceGetMaxMigDeviceCount, "MIG devices",                  \

@@ -158,6 +158,14 @@ typedef enum nvmlGpuLevel_enum {
   NVML_TOPOLOGY_SYSTEM = 50
 } nvmlGpuTopologyLevel_t;
 
+// The far end of an NVLink (nvmlDeviceGetNvLinkRemoteDeviceType).
+typedef enum nvmlIntNvLinkDeviceType_enum {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
 typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
 
 typedef enum nvmlClockType_enum {
@@ -199,6 +207,15 @@ typedef enum nvmlPcieUtilCounter_enum {
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX 140
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX 141
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230  // an nvmlDeviceGpuRecoveryAction_t
+
+typedef enum nvmlDeviceGpuRecoveryAction_s {
+  NVML_GPU_RECOVERY_ACTION_NONE = 0,
+  NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1,
+  NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4,
+} nvmlDeviceGpuRecoveryAction_t;
 
 typedef enum nvmlValueType_enum {
   NVML_VALUE_TYPE_DOUBLE = 0,
@@ -376,6 +393,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       nvmlEnableState_t* isActive);
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                  nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType);
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int* temp);
@@ -513,6 +532,8 @@ static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36);
 static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32);
 static_assert(offsetof(nvmlComputeInstanceInfo_t, id) == 16);
 static_assert(offsetof(nvmlComputeInstanceInfo_t, placement) == 24);
+static_assert(sizeof(nvmlIntNvLinkDeviceType_t) == 4);
+static_assert(sizeof(nvmlGpuTopologyLevel_t) == 4);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, eventType) == 8);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16);

@@ -36,6 +36,7 @@ TEST(MachineTest, EveryModelHasItsHardwareValues) {
       {"l40s", "NVIDIA L40S", 46068, 8, 9, 0x26B910DE, 8, 14, 142, 350, false},
       {"t4", "Tesla T4", 15360, 7, 5, 0x1EB810DE, 6, 2, 40, 70, false},
       {"a30", "NVIDIA A30", 24576, 8, 0, 0x20B710DE, 7, 14, 56, 165, true},
+      {"h100-nvl", "NVIDIA H100 NVL", 95830, 9, 0, 0x232110DE, 9, 14, 132, 400, false},
   };
   ASSERT_EQ(BuiltinModels().size(), want.size());
   for (const auto& w : want) {
