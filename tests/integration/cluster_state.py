@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Small API-emulator client for the operator crash test (operator_crash_test.sh).
 
-  cluster_state.py setup URL CRD CLUSTERPOLICY   namespace, CRD, 3 nodes, the ClusterPolicy
+  cluster_state.py setup URL CRD                 the namespace and the ClusterPolicy CRD
+  cluster_state.py reset URL CLUSTERPOLICY       back to 3 unlabelled nodes and the ClusterPolicy:
+                                                 everything an operator wrote is deleted
   cluster_state.py snapshot URL                  what the operator owns, one sorted line each
   cluster_state.py fired URL                     times the first fault rule has fired
 
@@ -12,6 +14,7 @@ with equal snapshots hold the same operator-made state, no object more.
 """
 import json
 import sys
+import urllib.error
 import urllib.request
 
 import yaml
@@ -44,12 +47,33 @@ def call(url, method="GET", body=None):
         return json.loads(resp.read() or b"{}")
 
 
-def setup(base, crd_file, policy_file):
+def setup(base, crd_file):
     call(base + "/api/v1/namespaces", "POST",
          {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
     with open(crd_file) as f:
         call(base + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "POST",
              yaml.safe_load(f))
+
+
+def delete_all(base, prefix, plural, selector=""):
+    for o in call(f"{base}{prefix}/{plural}{selector}")["items"]:
+        md = o["metadata"]
+        ns = f"/namespaces/{md['namespace']}" if "namespace" in md else ""
+        try:
+            call(f"{base}{prefix}{ns}/{plural}/{md['name']}", "DELETE")
+        except urllib.error.HTTPError as e:
+            if e.code != 404:  # gone already: the emulator's garbage collector
+                raise
+
+
+def reset(base, policy_file):
+    delete_all(base, "/apis/nvidia.com/v1", "clusterpolicies")
+    for prefix, plural in OWNED:
+        delete_all(base, prefix, plural, "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpuop")
+    delete_all(base, "/api/v1", "nodes")
+    delete_all(base, "/api/v1", "events")
+    call(base + "/api/v1/namespaces/gpu-operator", "PUT",
+         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
     for name, labels in NODES:
         labels = dict(labels, **{"kubernetes.io/hostname": name})
         call(base + "/api/v1/nodes", "POST",
@@ -89,5 +113,5 @@ def fired(base):
 
 if __name__ == "__main__":
     cmd, base = sys.argv[1], sys.argv[2].rstrip("/")
-    {"setup": lambda: setup(base, sys.argv[3], sys.argv[4]),
+    {"setup": lambda: setup(base, sys.argv[3]), "reset": lambda: reset(base, sys.argv[3]),
      "snapshot": lambda: snapshot(base), "fired": lambda: fired(base)}[cmd]()

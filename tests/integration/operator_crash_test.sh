@@ -3,8 +3,9 @@
 # state, with no duplicate and no missing object. A reference run against a
 # fresh API emulator (CPU node, A100 node, H100 node, the Helm-default
 # ClusterPolicy) records the operator's W writes and the state it leaves
-# (cluster_state.py snapshot). Then, for every N in 0..W-1, a fresh cluster
-# lets the first N writes land and fails every later one (fault after=N); the
+# (cluster_state.py snapshot). Then, for every N in 0..W-1, the cluster is
+# reset to its fixtures (everything the operator wrote deleted) and lets the
+# first N writes land and fails every later one (fault after=N); the
 # operator is SIGKILLed there, a new one is started without faults, and its
 # state must equal the reference.
 # Usage: operator_crash_test.sh BUILD_DIR
@@ -25,7 +26,11 @@ stop() {
     wait "$1" 2>/dev/null || true
   fi
 }
-cleanup() { stop "$op_pid"; stop "$api_pid"; rm -rf "$tmp"; }
+cleanup() {
+  stop "$op_pid"
+  stop "$api_pid"
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
@@ -34,22 +39,24 @@ fail() {
   exit 1
 }
 
-# start_cluster: a fresh emulator with the fixtures; sets $url and $api_pid.
-start_cluster() {
-  stop "$op_pid"; op_pid=""
-  stop "$api_pid"
-  rm -f "$tmp/api.out" "$tmp/audit" "$tmp/operator.log"
-  "$gpuop" sim apiserver --listen 127.0.0.1:0 --kubeconfig-out "$tmp/kubeconfig" \
-    --audit-log "$tmp/audit" >"$tmp/api.out" 2>"$tmp/api.err" &
-  api_pid=$!
-  for _ in $(seq 1 300); do
-    grep -q "serving http" "$tmp/api.out" 2>/dev/null && break
-    sleep 0.05
-  done
-  url=$(grep -o 'http://[0-9.:]*' "$tmp/api.out" | head -1)
-  [[ -n "$url" ]] || fail "emulator did not start: $(cat "$tmp/api.err")"
-  $state setup "$url" "$src_dir/api/crds/nvidia.com_clusterpolicies.yaml" \
-    "$src_dir/deploy/samples/clusterpolicy.yaml"
+# The emulator, once (it takes seconds to load its OpenAPI documents).
+"$gpuop" sim apiserver --listen 127.0.0.1:0 --kubeconfig-out "$tmp/kubeconfig" \
+  --audit-log "$tmp/audit" >"$tmp/api.out" 2>"$tmp/api.err" &
+api_pid=$!
+for _ in $(seq 1 600); do
+  grep -q "serving http" "$tmp/api.out" 2>/dev/null && break
+  sleep 0.05
+done
+url=$(grep -o 'http://[0-9.:]*' "$tmp/api.out" | head -1)
+[[ -n "$url" ]] || fail "emulator did not start: $(cat "$tmp/api.err")"
+$state setup "$url" "$src_dir/api/crds/nvidia.com_clusterpolicies.yaml"
+
+# reset_cluster: no operator, the fixtures as at the start.
+reset_cluster() {
+  stop "$op_pid"
+  op_pid=""
+  : >"$tmp/operator.log"
+  $state reset "$url" "$src_dir/deploy/samples/clusterpolicy.yaml"
 }
 start_operator() {
   "$gpuop" --log-format json operator --kubeconfig "$tmp/kubeconfig" \
@@ -77,7 +84,7 @@ wait_settled() {
 }
 
 # Reference run.
-start_cluster
+reset_cluster
 base_writes=$(writes)
 start_operator
 wait_settled
@@ -89,7 +96,7 @@ grep -q '^daemonsets gpu-operator/nvidia-device-plugin-daemonset' "$tmp/referenc
 echo "reference: $total operator writes, $(wc -l <"$tmp/reference") state lines"
 
 for ((n = 0; n < total; n++)); do
-  start_cluster
+  reset_cluster
   curl -sf -X PUT --data "error=500,verb=create|update|patch|delete|deletecollection,after=$n" \
     "$url/gpuop-sim/faults" >/dev/null || fail "could not set the crash point"
   start_operator
