@@ -50,6 +50,10 @@ void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions& g, Action* 
 
 // `gpuop operator`: the ClusterPolicy controller (operator/operator.h).
 void RegisterOperatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop device-plugin`: the kubelet device plugin (deviceplugin/plugin.h).
+void RegisterDevicePluginCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop sim kubelet`: a fake kubelet for device plugins (sim/kubelet/fake_kubelet.h).
+void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 
 // The API-server flags of every subcommand that talks to Kubernetes.
 struct KubeFlags {

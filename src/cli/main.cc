@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   cli::RegisterToolkitCommand(app, g, &action);
   cli::RegisterRuntimeCommand(app, g, &action);
   cli::RegisterOperatorCommand(app, g, &action);
+  cli::RegisterDevicePluginCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {

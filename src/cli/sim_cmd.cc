@@ -10,6 +10,7 @@ void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
   RegisterSimGpuCommand(*sim, g, action);
   RegisterSimHostRootCommand(*sim, g, action);
   RegisterSimApiserverCommand(*sim, g, action);
+  RegisterSimKubeletCommand(*sim, g, action);
 }
 
 }  // namespace gpuop::cli
