@@ -57,3 +57,6 @@ cdi_median=$(printf '%s\n' "${cdi_times[@]}" | sort -n | awk '{a[NR]=$1} END {pr
 printf '%-48s %d.%03d ms  %d KiB  (%d devices, %d bytes)\n' \
   "gpuop cdi generate (dgx-h100, 56 MIG devices)" $((cdi_median / 1000)) $((cdi_median % 1000)) \
   "$cdi_rss" "$(grep -c '^- name:' "$tmp/cdi.yaml")" "$(wc -c <"$tmp/cdi.yaml")"
+
+echo "== gpuop device-plugin (whole process, sim kubelet)"
+scripts/bench_device_plugin.sh "$build"
