@@ -663,7 +663,16 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
   std::string mps_root = StringField(Field(spec.settings, "mps"), "root");
   if (!mps_root.empty()) env.push_back(EnvValue("MPS_ROOT", mps_root));
 
-  Json ctr = GpuopContainer("nvidia-device-plugin", spec, {"device-plugin"}, env, false, true);
+  // Liveness: /healthz fails when NVML stops answering or a resource's gRPC
+  // server is down, so the kubelet restarts a wedged plugin.
+  constexpr int kHealthPort = 8082;
+  Json ctr = GpuopContainer("nvidia-device-plugin", spec,
+                            {"device-plugin", "--health-addr", ":" + std::to_string(kHealthPort)},
+                            env, false, true);
+  ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
+                          {"initialDelaySeconds", 10},
+                          {"periodSeconds", 10},
+                          {"failureThreshold", 3}};
   AddHostMount(vols, ctr, Kubelet(p, "device-plugins", "device-plugins", false));
   AddHostMount(vols, ctr, Cdi(true));
   AddHostMount(vols, ctr, HostSys());

@@ -467,7 +467,10 @@ TEST(RenderTest, GpuopComponentsRunGpuopsImageWithTheirSubcommand) {
     const Json& ctr = Container(sets[0], container_name);
     EXPECT_EQ(ctr["image"], kGpuopImage);
     EXPECT_EQ(ctr["imagePullPolicy"], "IfNotPresent");
-    EXPECT_THAT(Strings(ctr["command"]),
+    // The subcommand, then its own flags (the device plugin's --health-addr).
+    std::vector<std::string> command = Strings(ctr["command"]);
+    ASSERT_GE(command.size(), 4u);
+    EXPECT_THAT(std::vector<std::string>(command.begin(), command.begin() + 4),
                 ElementsAre("gpuop", "--host-root", "/host", ComponentSubcommand(c)));
     EXPECT_EQ(EnvOf(ctr, "NODE_NAME"), "<valueFrom>");
     EXPECT_EQ(
@@ -491,6 +494,12 @@ TEST(RenderTest, DevicePluginGetsTheUpstreamEnvironment) {
   EXPECT_EQ(EnvOf(ctr, "NVIDIA_VISIBLE_DEVICES"), "all");
   EXPECT_EQ(EnvOf(ctr, "CONFIG_FILE_SRCDIR"), "");  // no named configs in the chart
   EXPECT_EQ(PodSpec(ds)["runtimeClassName"], "nvidia");
+  // The kubelet restarts a plugin whose NVML or gRPC server is wedged.
+  EXPECT_THAT(Strings(ctr["command"]),
+              ::testing::ElementsAre("gpuop", "--host-root", "/host", "device-plugin",
+                                     "--health-addr", ":8082"));
+  EXPECT_EQ(ctr["livenessProbe"]["httpGet"]["path"], "/healthz");
+  EXPECT_EQ(ctr["livenessProbe"]["httpGet"]["port"], 8082);
 
   Json cp = LoadSample("clusterpolicy-minimal.yaml");
   cp["spec"]["cdi"]["enabled"] = false;
