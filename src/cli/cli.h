@@ -52,6 +52,9 @@ void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions& g, Action* 
 void RegisterOperatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop device-plugin`: the kubelet device plugin (deviceplugin/plugin.h).
 void RegisterDevicePluginCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop gfd`: GPU feature discovery (gfd/daemon.h).
+void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterNodeDiscoveryCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop sim kubelet`: a fake kubelet for device plugins (sim/kubelet/fake_kubelet.h).
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   cli::RegisterRuntimeCommand(app, g, &action);
   cli::RegisterOperatorCommand(app, g, &action);
   cli::RegisterDevicePluginCommand(app, g, &action);
+  cli::RegisterGfdCommand(app, g, &action);
+  cli::RegisterNodeDiscoveryCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {
