@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -53,10 +54,31 @@ Result<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode) {
+Status WriteFileAtomic(const std::string& requested, std::string_view content, mode_t mode) {
+  std::string path = requested;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return FailedPrecondition(path + " is a directory, not a file");
+    // A stream (/dev/stdout, a FIFO): nothing to replace atomically, and a
+    // rename would put a regular file where the device was. Write through.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Internal("cannot open " + path + ": " + ErrnoText(errno));
+    Status s = WriteAll(fd, content, path);
+    ::close(fd);
+    return s;
+  }
+  // A symlink to a file: replace the file it names, keep the link.
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    char* resolved = ::realpath(path.c_str(), nullptr);
+    if (resolved != nullptr) {
+      path = resolved;
+      ::free(resolved);
+    }
+  }
   std::string dir = DirName(path);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(std::random_device{}());
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     return Internal("cannot create a temporary file in " + dir + ": " + ErrnoText(errno));
@@ -91,7 +113,7 @@ Status MakeDirs(const std::string& path, mode_t mode) {
     }
     if (i < path.size()) cur += path[i];
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return FailedPrecondition(path + " exists and is not a directory");
   }
@@ -106,7 +128,7 @@ std::string DirName(std::string_view path) {
 }
 
 bool PathExists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
 }
 

@@ -1,7 +1,9 @@
 // File helpers. Every file another process reads is written with
 // WriteFileAtomic: a temporary file in the same directory, fsync, rename, and
 // fsync of the directory, so a reader sees the old or the new content, never a
-// torn one, and a failed write leaves the old file intact.
+// torn one, and a failed write leaves the old file intact. A path that is a
+// stream (/dev/stdout, a FIFO) is written through instead, and a symlink's
+// target is replaced, never the link itself.
 // Thread-safe: no shared state.
 #pragma once
 

@@ -1,5 +1,6 @@
 #include "gfd/daemon.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -328,7 +329,10 @@ void Daemon::Run(std::stop_token stop) {
     cv_.wait_for(lock, stop, wait, [&] { return config_changed_; });
   }
   // NFD drops the labels of a features file that is gone.
-  if (!options_.output_file.empty()) {
+  // Only a regular file: never a stream such as /dev/stdout, nor a link.
+  struct stat st {};
+  if (!options_.output_file.empty() && ::lstat(options_.output_file.c_str(), &st) == 0 &&
+      S_ISREG(st.st_mode)) {
     if (unlink(options_.output_file.c_str()) != 0 && errno != ENOENT) {
       LogWarn("removing the features file failed", {{"file", options_.output_file}});
     }

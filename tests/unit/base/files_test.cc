@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "base/strings.h"
 
@@ -36,7 +37,7 @@ TEST_F(FilesTest, AtomicWriteReplacesAndKeepsMode) {
   ASSERT_TRUE(WriteFileAtomic(p, "one").ok());
   ASSERT_TRUE(WriteFileAtomic(p, "two", 0600).ok());
   EXPECT_EQ(*ReadFile(p), "two");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(p.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(CountEntries(), 1) << "no temporary file may be left behind";
@@ -51,6 +52,31 @@ TEST_F(FilesTest, FailedWriteLeavesOldContent) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find(p), std::string::npos) << s.ToString();
   EXPECT_EQ(*ReadFile(p), "old");
+}
+
+// `--output-file /dev/stdout` once replaced the /dev/stdout link with a
+// regular file: a stream is written through, a link's target is replaced.
+TEST_F(FilesTest, AtomicWriteKeepsStreamsAndLinks) {
+  std::string fifo = dir_ + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = *ReadFile(fifo); });
+  ASSERT_TRUE(WriteFileAtomic(fifo, "through").ok());
+  reader.join();
+  EXPECT_EQ(got, "through");
+  struct stat st {};
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+
+  std::string target = dir_ + "/target", link = dir_ + "/link";
+  ASSERT_TRUE(WriteFileAtomic(target, "old").ok());
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(link, "new").ok());
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced by a file";
+  EXPECT_EQ(*ReadFile(target), "new");
+
+  EXPECT_FALSE(WriteFileAtomic(dir_, "x").ok());  // a directory is an error
 }
 
 TEST_F(FilesTest, ReadMissingIsNotFound) {
