@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,9 @@
 #include "kube/client.h"
 
 namespace gpuop::cli {
+
+// The process environment as a map (for components that read upstream's env names).
+std::map<std::string, std::string> ProcessEnvironment();
 
 struct GlobalOptions {
   std::string log_level = "info";

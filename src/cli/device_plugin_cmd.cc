@@ -45,16 +45,6 @@ int Fail(const Status& s) {
   return kExitFailure;
 }
 
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 std::string Get(const std::map<std::string, std::string>& env, const std::string& key) {
   auto it = env.find(key);
   return it == env.end() ? "" : it->second;
@@ -72,7 +62,7 @@ int InitFailed(const Status& s, bool fail_on_init_error, StopSignals& signals) {
 
 int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   StopSignals signals;  // before any thread starts
-  const auto env = Environment();
+  const auto env = ProcessEnvironment();
 
   auto rescan = toolkit::ParseDuration(f.rescan_interval);
   if (!rescan.ok()) {

@@ -49,19 +49,9 @@ int Fail(const Status& s) {
   return kExitFailure;
 }
 
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   StopSignals signals;  // before any thread starts
-  auto env = Environment();
+  auto env = ProcessEnvironment();
 
   gfd::DaemonOptions o;
   if (f.sleep_interval == "infinite") {
