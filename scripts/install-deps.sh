@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   podman containerd busybox-static
+  prometheus wrk nginx-light
   clang-format clang-tidy
   python3 python3-yaml python3-jsonschema time curl
   libc-bin

@@ -32,6 +32,7 @@ struct OperatorFlags {
   std::string gpuop_image = std::string("ghcr.io/gpuop/gpuop:") + kVersion;
   std::string driver_image;
   bool install_crd = true;
+  std::string node_discovery = "auto";
 };
 
 int Fail(const Status& s) {
@@ -49,6 +50,9 @@ int RunOperator(const OperatorFlags& f) {
   options.env.namespace_ = f.namespace_;
   options.env.gpuop_image = f.gpuop_image;
   options.env.driver_image_fallback = f.driver_image;
+  options.env.node_discovery = f.node_discovery == "true"    ? op::NodeDiscovery::kAlways
+                               : f.node_discovery == "false" ? op::NodeDiscovery::kNever
+                                                             : op::NodeDiscovery::kAuto;
   options.install_crd = f.install_crd;
   op::Operator controller(**client, options, &events);
   if (Status s = controller.Setup(); !s.ok()) return Fail(s);
@@ -144,6 +148,12 @@ void RegisterOperatorCommand(CLI::App& app, const GlobalOptions&, Action* action
   cmd->add_option("--driver-image", f->driver_image,
                   "Driver image when the ClusterPolicy names none")
       ->envname("DRIVER_IMAGE");
+  cmd->add_option("--node-discovery", f->node_discovery,
+                  "Deploy gpuop-node-discovery to find GPU nodes: auto (unless some node carries "
+                  "Node Feature Discovery's annotations), true or false")
+      ->check(CLI::IsMember({"auto", "true", "false"}))
+      ->envname("GPUOP_NODE_DISCOVERY")
+      ->capture_default_str();
   cmd->add_flag("--install-crd,!--no-install-crd", f->install_crd,
                 "Create or upgrade the ClusterPolicy CRD at start (default on)");
   cmd->callback([f, action] { *action = [f] { return RunOperator(*f); }; });

@@ -25,8 +25,14 @@ constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=gpuop";
 constexpr const char* kCrdName = "clusterpolicies.nvidia.com";
 constexpr const char* kCrdVersionAnnotation = "gpuop.io/crd-version";
 
-// What the operator reads of a Node: its name and labels. Dropping the rest
-// (status.images alone is often kilobytes) keeps 5,000 nodes in a few MiB.
+// NFD's master and workers annotate the nodes they label with keys under
+// this prefix (feature-labels, worker.version, ...); gpuop's node-discovery
+// never does, so they tell whether NFD runs in the cluster.
+constexpr std::string_view kNfdAnnotationPrefix = "nfd.node.kubernetes.io/";
+
+// What the operator reads of a Node: its name, labels and NFD's annotations.
+// Dropping the rest (status.images alone is often kilobytes) keeps 5,000
+// nodes in a few MiB.
 void KeepNodeMetadata(Json& node) {
   Json meta = Json::object();
   if (node.contains("metadata") && node["metadata"].is_object()) {
@@ -34,8 +40,24 @@ void KeepNodeMetadata(Json& node) {
     for (const char* key : {"name", "uid", "resourceVersion", "labels"}) {
       if (m.contains(key)) meta[key] = std::move(m[key]);
     }
+    if (m.contains("annotations") && m["annotations"].is_object()) {
+      Json nfd = Json::object();
+      for (auto& [key, value] : m["annotations"].items()) {
+        if (key.rfind(kNfdAnnotationPrefix, 0) == 0) nfd[key] = std::move(value);
+      }
+      if (!nfd.empty()) meta["annotations"] = std::move(nfd);
+    }
   }
   node = Json{{"metadata", std::move(meta)}};
+}
+
+bool HasNfdAnnotations(const Json& node) {
+  const Json* meta = node.contains("metadata") ? &node["metadata"] : nullptr;
+  if (meta == nullptr || !meta->contains("annotations")) return false;
+  for (const auto& [key, value] : (*meta)["annotations"].items()) {
+    if (key.rfind(kNfdAnnotationPrefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 bool HasNfdLabels(const Labels& labels) {
@@ -50,14 +72,17 @@ bool NeedsOperands(const Labels& labels) {
   return IsGpuNode(labels) && (it == labels.end() || it->second != "false");
 }
 
-// What about a node the ClusterPolicy controller cares for.
-std::string PolicyRelevantNodeState(const Labels& labels) {
-  if (!NeedsOperands(labels)) return HasNfdLabels(labels) ? "nfd" : "";
+// What about a node the ClusterPolicy controller cares for: whether it needs
+// the stack and on which OS, whether it has PCI labels, whether NFD runs on it.
+std::string PolicyRelevantNodeState(const Json& node) {
+  Labels labels = kube::Labels(node);
+  std::string state = HasNfdAnnotations(node) ? "nfd-annotated;" : "";
+  if (!NeedsOperands(labels)) return state + (HasNfdLabels(labels) ? "nfd" : "");
   auto get = [&](const char* key) {
     auto it = labels.find(key);
     return it == labels.end() ? std::string() : it->second;
   };
-  return "gpu:" + get(kOsIdLabel) + ":" + get(kOsVersionLabel);
+  return state + "gpu:" + get(kOsIdLabel) + ":" + get(kOsVersionLabel);
 }
 
 std::string ResourceKey(const kube::Resource& r) { return r.QualifiedName(); }
@@ -161,23 +186,17 @@ Status Operator::Setup() {
   // controller for label changes. Heartbeats (status-only updates) do nothing.
   kube::EventHandler node_events;
   node_events.on_add = [this](const kube::ObjectPtr& n) {
-    Labels labels = kube::Labels(*n);
-    if (!PolicyRelevantNodeState(labels).empty()) policy_controller_->Enqueue(kPolicyKey);
+    if (!PolicyRelevantNodeState(*n).empty()) policy_controller_->Enqueue(kPolicyKey);
     node_controller_->Enqueue(kube::Name(*n));
   };
   node_events.on_update = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& n) {
-    Labels before = kube::Labels(*old);
-    Labels after = kube::Labels(*n);
-    if (before == after) return;
-    if (PolicyRelevantNodeState(before) != PolicyRelevantNodeState(after)) {
+    if (PolicyRelevantNodeState(*old) != PolicyRelevantNodeState(*n)) {
       policy_controller_->Enqueue(kPolicyKey);
     }
-    node_controller_->Enqueue(kube::Name(*n));
+    if (kube::Labels(*old) != kube::Labels(*n)) node_controller_->Enqueue(kube::Name(*n));
   };
   node_events.on_delete = [this](const kube::ObjectPtr& n) {
-    if (!PolicyRelevantNodeState(kube::Labels(*n)).empty()) {
-      policy_controller_->Enqueue(kPolicyKey);
-    }
+    if (!PolicyRelevantNodeState(*n).empty()) policy_controller_->Enqueue(kPolicyKey);
   };
   nodes_->AddEventHandler(node_events);
   node_controller_->RequireSynced(*nodes_);
@@ -319,10 +338,12 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
   // Nodes: how many need the stack, on which OSes, and whether NFD runs at all.
   int64_t gpu_nodes = 0;
   bool nfd = false;
+  bool nfd_runs = false;
   std::set<OsRelease> oses;
   for (const kube::ObjectPtr& node : nodes_->List()) {
     Labels labels = kube::Labels(*node);
     nfd = nfd || HasNfdLabels(labels);
+    nfd_runs = nfd_runs || HasNfdAnnotations(*node);
     if (!NeedsOperands(labels)) continue;
     ++gpu_nodes;
     oses.insert(NodeOsRelease(labels));
@@ -333,6 +354,10 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
   StatusInput in;
   in.gpu_nodes = gpu_nodes;
   in.nfd_labels_seen = nfd;
+  const NodeDiscovery mode = options_.env.node_discovery;
+  const bool node_discovery =
+      mode == NodeDiscovery::kAlways || (mode == NodeDiscovery::kAuto && !nfd_runs);
+  in.node_discovery = node_discovery;
   in.generation = kube::Generation(active);
   in.namespace_ = options_.env.namespace_;
 
@@ -344,8 +369,10 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
     in.ignored_fields = policy->ignored_fields;
     RenderInput render{*policy, options_.env, active, {}};
     render.driver_os.assign(oses.begin(), oses.end());
+    render.node_discovery = node_discovery;
 
     std::vector<RenderedObject> wanted = RenderPrerequisites(render);
+    for (RenderedObject& o : RenderNodeDiscovery(render)) wanted.push_back(std::move(o));
     for (Component c : kAllComponents) {
       if (!policy->Enabled(c)) continue;
       for (RenderedObject& o : RenderComponent(c, render)) wanted.push_back(std::move(o));

@@ -52,10 +52,16 @@ std::string ComponentDaemonSetName(Component c);
 std::string ComponentSubcommand(Component c);
 
 // What the operator's own environment supplies.
+// Who finds the GPU nodes: Node Feature Discovery (its pci-10de labels), or
+// gpuop's own node-discovery DaemonSet. kAuto: gpuop's, unless some node
+// shows NFD's annotations (nfd.node.kubernetes.io/...).
+enum class NodeDiscovery { kAuto, kAlways, kNever };
+
 struct OperatorEnv {
   std::string namespace_ = "gpu-operator";
   std::string gpuop_image;            // e.g. ghcr.io/gpuop/gpuop:0.1.0 (GPUOP_IMAGE)
   std::string driver_image_fallback;  // DRIVER_IMAGE, when the spec names none
+  NodeDiscovery node_discovery = NodeDiscovery::kAuto;  // --node-discovery
 };
 
 struct ComponentSpec {

@@ -742,10 +742,15 @@ void RenderGfd(const RenderInput& in, std::vector<RenderedObject>& out) {
   Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
                           EnvValue("MIG_STRATEGY", p.mig_strategy),
                           EnvValue("GFD_SLEEP_INTERVAL", "60s")});
+  // Without NFD nobody reads a features file: gfd patches its node itself.
+  if (in.node_discovery) env.push_back(EnvValue("GPUOP_GFD_DIRECT_LABELS", "true"));
   Json ctr = GpuopContainer("gpu-feature-discovery", spec, {"gfd"}, env, false, true);
   const std::string features = "/etc/kubernetes/node-feature-discovery/features.d";
-  AddHostMount(vols, ctr,
-               {"nfd-features", features, UnderHostRoot(features), false, "", "DirectoryOrCreate"});
+  if (!in.node_discovery) {
+    AddHostMount(
+        vols, ctr,
+        {"nfd-features", features, UnderHostRoot(features), false, "", "DirectoryOrCreate"});
+  }
   AddHostMount(vols, ctr, HostSys());
   pod["containers"].push_back(std::move(ctr));
   out.push_back(
@@ -898,6 +903,67 @@ std::vector<RenderedObject> RenderPrerequisites(const RenderInput& in) {
   return out;
 }
 
+std::vector<RenderedObject> RenderNodeDiscovery(const RenderInput& in) {
+  std::vector<RenderedObject> out;
+  if (!in.node_discovery) return out;
+  const Policy& p = in.policy;
+  const std::string component = kNodeDiscoveryComponent;
+  const std::string name = kNodeDiscoveryName;
+  const std::string rbac_api = "rbac.authorization.k8s.io/v1";
+  out.push_back(
+      Finish(resources::kServiceAccounts, Json{{"apiVersion", "v1"},
+                                               {"kind", "ServiceAccount"},
+                                               {"metadata", Metadata(in, component, name, true)}}));
+  out.push_back(Finish(resources::kClusterRoles,
+                       Json{{"apiVersion", rbac_api},
+                            {"kind", "ClusterRole"},
+                            {"metadata", Metadata(in, component, name, false)},
+                            {"rules", RulesJson({{"", {"nodes"}, {"get", "patch"}}})}}));
+  out.push_back(Finish(
+      resources::kClusterRoleBindings,
+      Json{{"apiVersion", rbac_api},
+           {"kind", "ClusterRoleBinding"},
+           {"metadata", Metadata(in, component, name, false)},
+           {"roleRef",
+            {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", name}}},
+           {"subjects",
+            Json::array({Json{
+                {"kind", "ServiceAccount"}, {"name", name}, {"namespace", in.env.namespace_}}})}}));
+
+  ComponentSpec spec;
+  spec.image = in.env.gpuop_image;
+  Json ctr =
+      GpuopContainer("node-discovery", spec, {"node-discovery"}, Json::array(), false, false);
+  // A few MiB and no CPU to speak of: it reads sysfs once per backstop period.
+  ctr["resources"] = {{"requests", {{"cpu", "5m"}, {"memory", "16Mi"}}},
+                      {"limits", {{"memory", "64Mi"}}}};
+  Json pod{{"serviceAccountName", name},
+           {"tolerations", Json::array({Json{{"operator", "Exists"}}})},
+           {"nodeSelector", {{"kubernetes.io/os", "linux"}}},
+           {"volumes", Json::array()}};
+  if (!p.daemonsets.priority_class_name.empty()) {
+    pod["priorityClassName"] = p.daemonsets.priority_class_name;
+  }
+  AddHostMount(pod["volumes"], ctr, HostSys());
+  pod["containers"] = Json::array({std::move(ctr)});
+
+  Json meta = Metadata(in, component, name, true);
+  meta["labels"]["app"] = name;
+  Json pod_labels = StandardLabels(component);
+  pod_labels["app"] = name;
+  out.push_back(Finish(
+      resources::kDaemonSets,
+      Json{{"apiVersion", "apps/v1"},
+           {"kind", "DaemonSet"},
+           {"metadata", std::move(meta)},
+           {"spec",
+            {{"selector", {{"matchLabels", {{"app", name}}}}},
+             {"updateStrategy",
+              {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", "10%"}}}}},
+             {"template", {{"metadata", {{"labels", pod_labels}}}, {"spec", std::move(pod)}}}}}}));
+  return out;
+}
+
 std::map<std::string, std::string> NamespacePsaLabels(const Policy& policy) {
   std::map<std::string, std::string> labels;
   if (!policy.psa_enabled) return labels;
@@ -926,9 +992,8 @@ bool OwnsLabels(const Json& object, std::string_view manager) {
 
 std::optional<Json> PsaApplyConfig(const Json& ns,
                                    const std::map<std::string, std::string>& wanted) {
-  Json config{{"apiVersion", "v1"},
-              {"kind", "Namespace"},
-              {"metadata", {{"name", kube::Name(ns)}}}};
+  Json config{
+      {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kube::Name(ns)}}}};
   const bool owned = OwnsLabels(ns, kPsaFieldManager);
   if (wanted.empty()) {
     if (!owned) return std::nullopt;

@@ -44,7 +44,8 @@
 //                  no component needs to be told it.
 //   host-sys       /sys -> /host/sys, read-only (device-plugin: NUMA nodes;
 //                  gfd: DMI machine type)
-//   nfd-features   /etc/kubernetes/node-feature-discovery/features.d (gfd, rw)
+//   nfd-features   /etc/kubernetes/node-feature-discovery/features.d (gfd, rw;
+//                  not with node_discovery: gfd then labels its node itself)
 //   mig-manager-state /etc/nvidia-mig-manager (mig-manager, rw: the wanted
 //                  layout kept across reboots)
 //   host-dev-char  /dev/char (validator, rw: /dev/char symlinks)
@@ -123,6 +124,10 @@ struct RenderInput {
   // each. An entry with an empty id renders the plain nvidia-driver-daemonset
   // (image tag unchanged, no OS nodeSelector). Empty: no driver DaemonSet.
   std::vector<OsRelease> driver_os;
+  // No NFD in the cluster: gpuop's node-discovery DaemonSet labels GPU nodes
+  // (RenderNodeDiscovery) and gfd patches its node's labels itself instead
+  // of writing NFD's features file.
+  bool node_discovery = false;
 };
 
 // node.k8s.io/v1 runtimeclasses (cluster-scoped); kube::resources lacks it.
@@ -142,6 +147,15 @@ std::vector<RenderedObject> RenderComponent(Component c, const RenderInput& in);
 // node has.
 std::vector<RenderedObject> RenderPrerequisites(const RenderInput& in);
 
+// The node-discovery DaemonSet (gpuop-node-discovery, component label
+// "node-discovery") with its ServiceAccount and node get/patch RBAC, when
+// in.node_discovery; empty otherwise. It runs on every Linux node, tolerating
+// every taint (finding GPU nodes is its job), reads /sys read-only and sets
+// NFD's own pci-10de labels (discovery/node_discovery.h).
+std::vector<RenderedObject> RenderNodeDiscovery(const RenderInput& in);
+inline constexpr const char* kNodeDiscoveryComponent = "node-discovery";
+inline constexpr const char* kNodeDiscoveryName = "gpuop-node-discovery";
+
 // The pod-security labels gpuop wants on its namespace: enforce, audit and
 // warn = privileged when psa.enabled; empty otherwise. The caller applies
 // them with its own field manager (kPsaFieldManager), so once psa is off an
@@ -153,7 +167,8 @@ inline constexpr const char* kPsaFieldManager = "gpuop-operator-psa";
 // nothing; else the server-side-apply configuration to send as
 // kPsaFieldManager — the labels when one is missing or differs, or no labels
 // when psa is off but that manager still owns some.
-std::optional<Json> PsaApplyConfig(const Json& ns, const std::map<std::string, std::string>& wanted);
+std::optional<Json> PsaApplyConfig(const Json& ns,
+                                   const std::map<std::string, std::string>& wanted);
 inline constexpr const char* kPsaLabelKeys[] = {"pod-security.kubernetes.io/enforce",
                                                 "pod-security.kubernetes.io/audit",
                                                 "pod-security.kubernetes.io/warn"};

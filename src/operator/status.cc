@@ -1,5 +1,7 @@
 #include "operator/status.h"
 
+#include <algorithm>
+
 #include "base/strings.h"
 #include "kube/object.h"
 
@@ -51,9 +53,16 @@ ComponentState EvaluateComponent(Component c, bool enabled, const std::vector<Js
     s.message = "DaemonSet " + ComponentDaemonSetName(c) + " not created yet";
     return s;
   }
+  // By name: the informer's order is arbitrary, and the status must not
+  // change (and be written again) just because a restart listed them anew.
+  std::vector<const Json*> sorted;
+  for (const Json& ds : daemonsets) sorted.push_back(&ds);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Json* a, const Json* b) { return kube::Name(*a) < kube::Name(*b); });
   std::vector<std::string> names;
   std::vector<std::string> problems;
-  for (const Json& ds : daemonsets) {
+  for (const Json* dsp : sorted) {
+    const Json& ds = *dsp;
     names.push_back(kube::Name(ds));
     int64_t desired = IntAt(ds, "status", "desiredNumberScheduled");
     int64_t available = IntAt(ds, "status", "numberAvailable");
@@ -103,8 +112,12 @@ Json BuildStatus(const StatusInput& in, const Json& old_status, std::string_view
     reason = in.nfd_labels_seen ? "NoGPUNodes" : "NFDLabelsMissing";
     message = in.nfd_labels_seen
                   ? "no node has an NVIDIA GPU (feature.node.kubernetes.io/pci-10de.present=true)"
-                  : "no node carries PCI feature labels: deploy Node Feature Discovery or gpuop "
-                    "node-discovery so GPU nodes can be found";
+              : in.node_discovery
+                  ? "no node carries PCI feature labels yet: gpuop-node-discovery sets "
+                    "them as its pods start (check its DaemonSet)"
+                  : "no node carries PCI feature labels: NFD runs (nodes carry its "
+                    "annotations) but has not labelled PCI devices; check its "
+                    "worker config, or run the operator with --node-discovery=true";
   } else if (!not_ready.empty()) {
     reason = "OperandNotReady";
     message = "not ready: " + Join(not_ready, ", ");

@@ -39,6 +39,7 @@ struct StatusInput {
   std::vector<ComponentState> components;
   int64_t gpu_nodes = 0;
   bool nfd_labels_seen = false;  // any node has a feature.node.kubernetes.io/pci label
+  bool node_discovery = false;   // gpuop's node-discovery DaemonSet finds the GPU nodes
   int64_t generation = 0;
   std::string namespace_;
   std::vector<std::string> ignored_fields;

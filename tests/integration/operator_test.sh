@@ -6,7 +6,10 @@
 # ClusterPolicy ready; the operator, killed with SIGKILL and restarted,
 # converges with no duplicates and no writes; an idle cluster sees zero
 # writes for 30 s; disabling dcgmExporter removes its DaemonSet and labels;
-# deleting the ClusterPolicy removes everything the operator added.
+# without NFD's annotations gpuop's node-discovery DaemonSet is deployed and
+# a bare node that gpuop node-discovery labels becomes a GPU node; once NFD
+# shows up, that DaemonSet goes; deleting the ClusterPolicy removes
+# everything the operator added.
 # Usage: operator_test.sh BUILD_DIR
 set -euo pipefail
 
@@ -95,6 +98,12 @@ metadata:
     feature.node.kubernetes.io/pci-0302_10de.present: "true"
     feature.node.kubernetes.io/system-os_release.ID: ubuntu
     feature.node.kubernetes.io/system-os_release.VERSION_ID: "24.04"
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: bare-1
+  labels: {kubernetes.io/hostname: bare-1}
 EOF
 k apply -f "$tmp/nodes.yaml" >/dev/null
 
@@ -140,6 +149,21 @@ drv=$(k -n gpu-operator get ds nvidia-driver-daemonset-ubuntu22.04 -o jsonpath='
 [[ "$drv" == nvcr.io/nvidia/driver:595.91.07-ubuntu22.04 ]] || fail "driver image: $drv"
 k -n gpu-operator get ds nvidia-node-status-exporter >/dev/null 2>&1 && fail "node-status-exporter is off by default"
 
+# No node carries NFD's annotations: gpuop finds GPU nodes itself. Its
+# node-discovery DaemonSet runs everywhere; gfd labels its node directly.
+wait_for "DaemonSet gpuop-node-discovery" k -n gpu-operator get ds gpuop-node-discovery
+gfd_env() { k -n gpu-operator get ds gpu-feature-discovery -o jsonpath='{.spec.template.spec.containers[0].env}'; }
+[[ "$(gfd_env)" == *'"name":"GPUOP_GFD_DIRECT_LABELS","value":"true"'* ]] || fail "gfd without NFD: $(gfd_env)"
+# What that DaemonSet's pod does on a bare GPU node (sysfs of a DGX H100):
+# it sets the PCI label, and the operator then makes bare-1 a GPU node.
+"$gpuop" sim host-root --machine dgx-h100 "$tmp/bare-root" >/dev/null
+NODE_NAME=bare-1 "$gpuop" --host-root "$tmp/bare-root" node-discovery --oneshot >/dev/null ||
+  fail "node-discovery on bare-1"
+wait_for "bare-1 found without NFD" has_label bare-1 nvidia.com/gpu.present true
+has_label bare-1 nvidia.com/gpu.deploy.device-plugin true || fail "bare-1 lacks gpu.deploy.device-plugin"
+# Without NFD there is no OS label either: the plain driver DaemonSet.
+wait_for "DaemonSet nvidia-driver-daemonset for bare-1" k -n gpu-operator get ds nvidia-driver-daemonset
+
 state_is() { [[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.state}')" == "$1" ]]; }
 wait_for "status notReady while pods are missing" state_is notReady
 # Every DaemonSet reports its pods ready, as the DaemonSet controller would.
@@ -149,13 +173,13 @@ for ds in $(k -n gpu-operator get ds -o jsonpath='{.items[*].metadata.name}'); d
     "{\"status\":{\"desiredNumberScheduled\":1,\"currentNumberScheduled\":1,\"numberReady\":1,\"numberAvailable\":1,\"updatedNumberScheduled\":1,\"numberMisscheduled\":0,\"observedGeneration\":$gen}}" >/dev/null
 done
 wait_for "ClusterPolicy ready" state_is ready
-[[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.gpuNodes}')" == 2 ]] || fail "gpuNodes != 2"
+[[ "$(k get clusterpolicy cluster-policy -o jsonpath='{.status.gpuNodes}')" == 3 ]] || fail "gpuNodes != 3"
 k get clusterpolicy | grep -q "cluster-policy *ready" || fail "kubectl get clusterpolicy does not show ready"
 
 # Metrics and health.
 metrics_addr=$(grep -o '"metrics":"[^"]*"' "$tmp/operator.log" | tail -1 | cut -d'"' -f4)
 health_addr=$(grep -o '"health":"[^"]*"' "$tmp/operator.log" | tail -1 | cut -d'"' -f4)
-curl -sf "http://$metrics_addr/metrics" | grep -q '^gpu_operator_gpu_nodes_total 2$' || fail "metrics: gpu_nodes_total"
+curl -sf "http://$metrics_addr/metrics" | grep -q '^gpu_operator_gpu_nodes_total 3$' || fail "metrics: gpu_nodes_total"
 curl -sf "http://$metrics_addr/metrics" | grep -q '^gpu_operator_reconciliation_status 1$' || fail "metrics: status"
 curl -sf "http://$health_addr/readyz" >/dev/null || fail "/readyz"
 
@@ -178,16 +202,24 @@ wait_for "the new operator ready" synced_twice
 sleep 3
 objects >"$tmp/objects.after"
 diff "$tmp/objects.before" "$tmp/objects.after" >/dev/null || fail "objects changed across a restart"
-[[ "$(writes)" == "$before" ]] || fail "a restart wrote $(( $(writes) - before )) times"
+[[ "$(writes)" == "$before" ]] || fail "a restart wrote $(( $(writes) - before )) times: $(grep -E '"verb":"(create|update|patch|delete)"' "$tmp/audit" | tail -n +$((before + 1)))"
 
 # Idle: nothing changes for 30 s, so nothing is written.
 before=$(writes)
 sleep 30
 [[ "$(writes)" == "$before" ]] || fail "idle cluster: $(( $(writes) - before )) writes in 30 s"
 
+# NFD shows up (its annotation on a node): gpuop's node-discovery goes, gfd
+# writes NFD's features file again.
+k annotate node cpu-1 nfd.node.kubernetes.io/feature-labels=pci-8086.present >/dev/null
+ds_gone() { ! k -n gpu-operator get ds "$1" >/dev/null 2>&1; }
+wait_for "node-discovery removed once NFD runs" ds_gone gpuop-node-discovery
+no_direct_labels() { [[ "$(gfd_env)" != *GPUOP_GFD_DIRECT_LABELS* ]]; }
+wait_for "gfd back to NFD's features file" no_direct_labels
+k get clusterrole gpuop-node-discovery >/dev/null 2>&1 && fail "node-discovery ClusterRole left"
+
 # Disabling dcgmExporter removes its DaemonSet and labels.
 k patch clusterpolicy cluster-policy --type=merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}' >/dev/null
-ds_gone() { ! k -n gpu-operator get ds "$1" >/dev/null 2>&1; }
 wait_for "dcgm-exporter DaemonSet gone" ds_gone nvidia-dcgm-exporter
 wait_for "dcgm-exporter label gone" has_label a100-1 nvidia.com/gpu.deploy.dcgm-exporter ""
 has_label a100-1 nvidia.com/gpu.deploy.device-plugin true || fail "device-plugin label lost"
@@ -214,7 +246,7 @@ wait_for "labels removed" has_label a100-1 nvidia.com/gpu.present ""
 none_left() { [[ -z "$(k "$@" -o name)" ]]; }
 wait_for "DaemonSets removed" none_left -n gpu-operator get ds
 wait_for "RBAC removed" none_left get clusterrole,clusterrolebinding -l app.kubernetes.io/managed-by=gpuop
-for n in a100-1 h100-1; do
+for n in a100-1 h100-1 bare-1; do
   extra=$(k get node "$n" -o jsonpath='{.metadata.labels}' | grep -o '"nvidia.com/[^"]*"' | grep -v gpu.product || true)
   [[ -z "$extra" ]] || fail "$n keeps labels: $extra"
 done

@@ -50,15 +50,15 @@ struct Rendering {
   OperatorEnv env = Env();
   Policy policy;
   std::vector<OsRelease> oses = kTwoOses;
+  bool node_discovery = false;
 
-  std::vector<RenderedObject> Of(Component c) const {
-    return RenderComponent(c, RenderInput{policy, env, owner, oses});
-  }
-  std::vector<RenderedObject> Prerequisites() const {
-    return RenderPrerequisites(RenderInput{policy, env, owner, oses});
-  }
+  RenderInput Input() const { return RenderInput{policy, env, owner, oses, node_discovery}; }
+  std::vector<RenderedObject> Of(Component c) const { return RenderComponent(c, Input()); }
+  std::vector<RenderedObject> Prerequisites() const { return RenderPrerequisites(Input()); }
+  std::vector<RenderedObject> NodeDiscovery() const { return RenderNodeDiscovery(Input()); }
   std::vector<RenderedObject> All() const {
     std::vector<RenderedObject> all = Prerequisites();
+    for (RenderedObject& r : NodeDiscovery()) all.push_back(std::move(r));
     for (Component c : kAllComponents) {
       for (RenderedObject& r : Of(c)) all.push_back(std::move(r));
     }
@@ -392,6 +392,48 @@ TEST(RenderTest, EveryObjectValidatesAgainstTheKubernetesSchemas) {
     EXPECT_GE(all.size(), 40u);
     ExpectWellFormed(all, "gpu-operator");
   }
+}
+
+TEST(RenderTest, NodeDiscoveryWithoutNfd) {
+  Rendering h = Helm();
+  // NFD present: no node-discovery, gfd writes NFD's features file.
+  EXPECT_THAT(h.NodeDiscovery(), IsEmpty());
+  auto gfd_direct_labels = [](const Rendering& r) {
+    const Json ds = DaemonSets(r.Of(Component::kGpuFeatureDiscovery))[0];
+    return EnvOf(Container(ds, "gpu-feature-discovery"), "GPUOP_GFD_DIRECT_LABELS");
+  };
+  EXPECT_EQ(gfd_direct_labels(h), "");
+
+  h.node_discovery = true;
+  std::vector<RenderedObject> objects = h.NodeDiscovery();
+  EXPECT_THAT(
+      Describe(objects),
+      ElementsAre("ServiceAccount/gpuop-node-discovery", "ClusterRole/gpuop-node-discovery",
+                  "ClusterRoleBinding/gpuop-node-discovery", "DaemonSet/gpuop-node-discovery"));
+  ExpectWellFormed(objects, "gpu-operator");
+  EXPECT_EQ(Find(objects, "ClusterRole/gpuop-node-discovery")["rules"],
+            Json::parse(R"([{"apiGroups":[""],"resources":["nodes"],"verbs":["get","patch"]}])"));
+  EXPECT_EQ(Find(objects, "ClusterRoleBinding/gpuop-node-discovery")["subjects"],
+            Json::parse(R"([{"kind":"ServiceAccount","name":"gpuop-node-discovery",
+                             "namespace":"gpu-operator"}])"));
+  const Json ds = Find(objects, "DaemonSet/gpuop-node-discovery");
+  EXPECT_EQ(ds["metadata"]["labels"][kComponentLabel], "node-discovery");
+  // Every node, whatever its taints: finding GPU nodes is its job.
+  EXPECT_EQ(PodSpec(ds)["nodeSelector"], Json::parse(R"({"kubernetes.io/os":"linux"})"));
+  EXPECT_EQ(PodSpec(ds)["tolerations"], Json::parse(R"([{"operator":"Exists"}])"));
+  EXPECT_FALSE(PodSpec(ds).contains("runtimeClassName"));
+  EXPECT_THAT(PrivilegedContainers(ds), IsEmpty());
+  using Mounts = std::map<std::string, std::set<std::string>>;
+  EXPECT_EQ(HostMounts(ds), (Mounts{{"/sys", {"/host/sys (ro)"}}}));
+  const Json ctr = Container(ds, "node-discovery");
+  EXPECT_EQ(ctr["image"], h.env.gpuop_image);
+  EXPECT_EQ(ctr["command"], Json::parse(R"(["gpuop","--host-root","/host","node-discovery"])"));
+  EXPECT_EQ(EnvOf(ctr, "NODE_NAME"), "<valueFrom>");
+
+  // gfd then patches its node's labels and needs no features directory.
+  EXPECT_EQ(gfd_direct_labels(h), "true");
+  const Json gfd = DaemonSets(h.Of(Component::kGpuFeatureDiscovery))[0];
+  EXPECT_EQ(HostMounts(gfd), (Mounts{{"/sys", {"/host/sys (ro)"}}}));
 }
 
 TEST(RenderTest, SchemaCheckCatchesUnknownAndMistypedFields) {

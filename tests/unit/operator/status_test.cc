@@ -47,6 +47,10 @@ TEST(StatusTest, ComponentReadiness) {
   EXPECT_EQ(d.state, "ready");
   EXPECT_EQ(d.desired, 5);
   EXPECT_EQ(d.daemonset, "drv-a,drv-b");
+  // Listed in another order (a restarted informer): the same status.
+  auto reversed = EvaluateComponent(Component::kDriver, true,
+                                    {Ds("drv-b", 1, Rolled(3, 1)), Ds("drv-a", 1, Rolled(2, 1))});
+  EXPECT_EQ(reversed.daemonset, "drv-a,drv-b");
 }
 
 StatusInput Input() {
