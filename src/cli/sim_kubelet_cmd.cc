@@ -4,6 +4,12 @@
 // device list a plugin streams, and restarts. SIGHUP simulates a kubelet
 // restart (every socket in DIR removed, kubelet.sock made anew); SIGTERM or
 // SIGINT stops it (exit 0). For tests and demos; not for production.
+//
+// With --pod-resources FILE it also serves the pod-resources API
+// (sim/kubelet/fake_pod_resources.h) on <kubelet-dir>/pod-resources/kubelet.sock,
+// <kubelet-dir> being DIR's parent (the kubelet's layout), answering from FILE.
+// SIGUSR1 re-reads FILE; SIGHUP re-reads it too and restarts that socket as
+// well. A bad FILE at a re-read keeps the previous table.
 #include <pthread.h>
 
 #include <chrono>
@@ -15,9 +21,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "base/files.h"
 #include "cli/cli.h"
+#include "kubelet/pod_resources.h"
 #include "sim/kubelet/fake_kubelet.h"
+#include "sim/kubelet/fake_pod_resources.h"
 
 namespace gpuop::cli {
 namespace {
@@ -35,12 +45,90 @@ class JsonOut {
   std::mutex mu_;
 };
 
-int RunSimKubelet(const std::string& dir) {
+struct SimKubeletOptions {
+  std::string dir;                   // the device-plugins directory
+  std::string pod_resources_file;    // empty: no pod-resources API
+  std::string pod_resources_socket;  // empty: <DIR's parent>/pod-resources/kubelet.sock
+};
+
+// The kubelet dir of a device-plugins dir: "/x/var/lib/kubelet/device-plugins/"
+// -> "/x/var/lib/kubelet".
+std::string KubeletDirOf(std::string device_plugins_dir) {
+  while (device_plugins_dir.size() > 1 && device_plugins_dir.back() == '/') {
+    device_plugins_dir.pop_back();
+  }
+  return DirName(device_plugins_dir);
+}
+
+// The fake pod-resources server and the file it answers from.
+class PodResourcesFromFile {
+ public:
+  PodResourcesFromFile(std::string file, std::string socket, JsonOut* out)
+      : file_(std::move(file)), socket_(std::move(socket)), out_(out) {}
+
+  // Loads the file (a bad one is fatal here) and serves.
+  Status Start() {
+    auto table = sim::LoadPodResourcesFile(file_);
+    if (!table.ok()) return table.status();
+    auto fake = sim::FakePodResources::Start(socket_);
+    if (!fake.ok()) return fake.status();
+    fake_ = std::move(*fake);
+    fake_->SetAssignments(*table);
+    Report(table->size(), Status::Ok());
+    return Status::Ok();
+  }
+
+  // Re-reads the file; a bad one keeps the previous table.
+  void Reload() {
+    auto table = sim::LoadPodResourcesFile(file_);
+    if (!table.ok()) {
+      Report(fake_->Assignments().size(), table.status());
+      return;
+    }
+    fake_->SetAssignments(*table);
+    Report(table->size(), Status::Ok());
+  }
+
+  // A kubelet restart: the socket goes away and comes back, then a re-read.
+  void Restart() {
+    std::vector<kubelet::ContainerDevices> previous = fake_->Assignments();
+    fake_->Stop();
+    auto fake = sim::FakePodResources::Start(socket_);
+    if (!fake.ok()) {
+      Report(0, fake.status());
+      return;
+    }
+    fake_ = std::move(*fake);
+    fake_->SetAssignments(std::move(previous));
+    Reload();
+  }
+
+  void Stop() { fake_->Stop(); }
+
+ private:
+  void Report(size_t entries, const Status& s) {
+    out_->Print({{"event", "pod-resources"},
+                 {"socket", socket_},
+                 {"file", file_},
+                 {"entries", entries},
+                 {"ok", s.ok()},
+                 {"error", s.ok() ? "" : s.message()}});
+  }
+
+  const std::string file_;
+  const std::string socket_;
+  JsonOut* const out_;
+  std::unique_ptr<sim::FakePodResources> fake_;
+};
+
+int RunSimKubelet(const SimKubeletOptions& options) {
+  const std::string& dir = options.dir;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  if (!options.pod_resources_file.empty()) sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
 
   auto kubelet = sim::FakeKubelet::Start(dir);
@@ -50,6 +138,21 @@ int RunSimKubelet(const std::string& dir) {
   }
   JsonOut out;
   out.Print({{"event", "serving"}, {"socket", (*kubelet)->socket_path()}});
+
+  std::unique_ptr<PodResourcesFromFile> pod_resources;
+  if (!options.pod_resources_file.empty()) {
+    const std::string socket = options.pod_resources_socket.empty()
+                                   ? kubelet::PodResourcesSocket(KubeletDirOf(dir))
+                                   : options.pod_resources_socket;
+    pod_resources =
+        std::make_unique<PodResourcesFromFile>(options.pod_resources_file, socket, &out);
+    Status s = pod_resources->Start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "gpuop sim kubelet: %s\n", s.message().c_str());
+      (*kubelet)->Stop();
+      return kExitFailure;
+    }
+  }
 
   // The fake kubelet keeps state, not a feed: report what changed since the
   // last look (a tool's loop, not a component's).
@@ -102,7 +205,12 @@ int RunSimKubelet(const std::string& dir) {
   for (;;) {
     int sig = 0;
     sigwait(&set, &sig);
+    if (sig == SIGUSR1) {
+      pod_resources->Reload();
+      continue;
+    }
     if (sig != SIGHUP) break;
+    if (pod_resources) pod_resources->Restart();
     std::lock_guard lock(mu);
     Status s = (*kubelet)->Restart();
     seen = 0;
@@ -112,6 +220,7 @@ int RunSimKubelet(const std::string& dir) {
   poller.request_stop();
   poller.join();
   (*kubelet)->Stop();
+  if (pod_resources) pod_resources->Stop();
   out.Print({{"event", "stopped"}});
   return kExitOk;
 }
@@ -119,16 +228,28 @@ int RunSimKubelet(const std::string& dir) {
 }  // namespace
 
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions&, Action* action) {
-  auto dir = std::make_shared<std::string>();
+  auto options = std::make_shared<SimKubeletOptions>();
   auto* cmd = sim.add_subcommand(
       "kubelet",
       "A fake kubelet for device plugins: serves Registration on DIR/kubelet.sock, follows each "
-      "plugin's ListAndWatch and prints JSON lines. SIGHUP: a kubelet restart");
-  cmd->add_option("--dir", *dir,
+      "plugin's ListAndWatch and prints JSON lines. SIGHUP: a kubelet restart. With "
+      "--pod-resources it also serves the pod-resources API; SIGUSR1 re-reads that file");
+  cmd->add_option("--dir", options->dir,
                   "The device-plugins directory (e.g. <root>/var/lib/kubelet/"
                   "device-plugins); created if missing")
       ->required();
-  cmd->callback([action, dir] { *action = [dir] { return RunSimKubelet(*dir); }; });
+  cmd->add_option("--pod-resources", options->pod_resources_file,
+                  "Also serve the pod-resources API (v1.PodResourcesLister) on "
+                  "<DIR's parent>/pod-resources/kubelet.sock, answering List/Get from FILE: a "
+                  "JSON array of {\"pod\": \"train-0\", \"namespace\": \"ml\" (default "
+                  "\"default\"), \"container\": \"trainer\", \"resource\": \"nvidia.com/gpu\", "
+                  "\"devices\": [\"GPU-<uuid>\", \"MIG-<uuid>\", \"GPU-<uuid>::1\"]}. Re-read on "
+                  "SIGUSR1 and SIGHUP; a bad file then keeps the previous table")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--pod-resources-socket", options->pod_resources_socket,
+                  "Where to serve the pod-resources API instead (needs --pod-resources)")
+      ->needs(cmd->get_option("--pod-resources"));
+  cmd->callback([action, options] { *action = [options] { return RunSimKubelet(*options); }; });
 }
 
 }  // namespace gpuop::cli
