@@ -59,6 +59,8 @@ void RegisterDevicePluginCommand(CLI::App& app, const GlobalOptions& g, Action* 
 // `gpuop gfd`: GPU feature discovery (gfd/daemon.h).
 void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterNodeDiscoveryCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterExporterCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+void RegisterMigCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop sim kubelet`: a fake kubelet for device plugins (sim/kubelet/fake_kubelet.h).
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 
@@ -76,7 +78,8 @@ Result<std::unique_ptr<kube::Client>> NewKubeClient(const KubeFlags& flags, std:
 // every thread inherits the mask); Wait() takes one with sigwait.
 class StopSignals {
  public:
-  StopSignals();
+  // `hangup`: SIGHUP too, for commands that reload on it (Wait returns it).
+  explicit StopSignals(bool hangup = false);
   int Wait();
 
  private:

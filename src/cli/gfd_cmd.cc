@@ -7,6 +7,7 @@
 // scheme) for the sharing labels. Flags win over the environment. Exit 0 on
 // SIGTERM/SIGINT or after a good one-shot run, 1 when it cannot label, 2 on a
 // bad flag.
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -50,7 +51,7 @@ int Fail(const Status& s) {
 }
 
 int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
-  StopSignals signals;  // before any thread starts
+  StopSignals signals(/*hangup=*/true);  // before any thread starts
   auto env = ProcessEnvironment();
 
   gfd::DaemonOptions o;
@@ -151,7 +152,13 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
                           {"direct_labels", o.direct_labels},
                           {"sleep_interval", f.sleep_interval},
                           {"config", initial.origin}});
-  signals.Wait();
+  // SIGHUP (upstream restarts on it): the config and the GPUs read anew,
+  // every output written again.
+  while (signals.Wait() == SIGHUP) {
+    (*watcher)->CheckNow();
+    std::lock_guard lock(daemon_mu);
+    daemon->Relabel();
+  }
   LogInfo("stopping");
   (*watcher)->Stop();
   std::lock_guard lock(daemon_mu);

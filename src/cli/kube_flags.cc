@@ -26,10 +26,11 @@ Result<std::unique_ptr<kube::Client>> NewKubeClient(const KubeFlags& f, std::str
   return kube::Client::New(std::move(config));
 }
 
-StopSignals::StopSignals() {
+StopSignals::StopSignals(bool hangup) {
   sigemptyset(&set_);
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
+  if (hangup) sigaddset(&set_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
 }
 

@@ -196,6 +196,12 @@ std::optional<std::string> ConfigWatcher::label() const {
   return label_;
 }
 
+void ConfigWatcher::CheckNow() {
+  std::lock_guard lock(mu_);
+  label_changed_ = true;
+  cv_.notify_all();
+}
+
 void ConfigWatcher::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     {

@@ -121,6 +121,8 @@ class ConfigWatcher {
   ConfigWatcher& operator=(const ConfigWatcher&) = delete;
 
   void Stop();
+  // Loads the config again now instead of at the next check (SIGHUP).
+  void CheckNow();
 
   uint64_t reloads() const { return reloads_.load(); }
   uint64_t errors() const { return errors_.load(); }

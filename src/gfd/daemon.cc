@@ -245,6 +245,13 @@ void Daemon::SetConfig(deviceplugin::Config config) {
   cv_.notify_all();
 }
 
+void Daemon::Relabel() {
+  std::lock_guard lock(mu_);
+  relabel_ = true;
+  config_changed_ = true;  // wakes the loop
+  cv_.notify_all();
+}
+
 uint64_t Daemon::passes() const {
   std::lock_guard lock(mu_);
   return passes_;
@@ -275,10 +282,16 @@ void Daemon::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::chrono::milliseconds wait = options_.rescan_interval;
     deviceplugin::Config config;
+    bool relabel = false;
     {
       std::lock_guard lock(mu_);
       config = config_;
       config_changed_ = false;
+      std::swap(relabel, relabel_);
+    }
+    if (relabel) {
+      nvml.reset();
+      LogInfo("relabelling on request (SIGHUP)", {{"node", options_.node_name}});
     }
     if (!nvml) {
       auto c = options_.open_nvml();
@@ -301,7 +314,7 @@ void Daemon::Run(std::stop_token stop) {
         in->timestamp = timestamp_;
         auto labels = GenerateLabels(*in);
         const auto now = Clock::now();
-        const bool due = !written || (labels.ok() && *labels != *written) ||
+        const bool due = relabel || !written || (labels.ok() && *labels != *written) ||
                          (options_.sleep_interval && now - last_write >= *options_.sleep_interval);
         if (!labels.ok()) {
           log_once("the labels cannot be computed; the last ones stay", labels.status());

@@ -22,7 +22,8 @@
 // Loop: label, then relabel every `sleep_interval` (nullopt: never again),
 // but re-read NVML, the DMI name and the PCI classes every `rescan_interval`
 // and relabel at once when the labels differ (a MIG or GPU layout change), and
-// when SetConfig hands a new device plugin config. The timestamp label is
+// when SetConfig hands a new device plugin config; Relabel (SIGHUP) forces a
+// full pass with NVML reopened. The timestamp label is
 // computed once per Start. NVML that does not open (library missing, driver
 // not loaded) is logged once per distinct error and retried every
 // `nvml_retry_interval`; labels appear as soon as it opens. An output that
@@ -132,6 +133,10 @@ class Daemon {
 
   // A new device plugin config (sharing, MIG strategy): relabel at once.
   void SetConfig(deviceplugin::Config config);
+  // SIGHUP: reopen NVML (a reloaded driver needs a fresh init), re-read the
+  // GPUs and write every output now, even when the labels are unchanged (a
+  // features file someone removed comes back).
+  void Relabel();
   // Joins the thread and removes the features file. Idempotent.
   void Stop();
 
@@ -153,6 +158,7 @@ class Daemon {
   mutable std::condition_variable_any cv_;
   deviceplugin::Config config_;  // GUARDED_BY(mu_)
   bool config_changed_ = false;  // GUARDED_BY(mu_)
+  bool relabel_ = false;         // GUARDED_BY(mu_)
   uint64_t passes_ = 0;          // GUARDED_BY(mu_)
   Labels labels_;                // GUARDED_BY(mu_)
 

@@ -6,7 +6,8 @@
 #     (tests/fixtures/gfd/h100.txt, without the timestamp);
 #   - GFD_ONESHOT with --output-file writes a current gfd.timestamp there;
 #   - the daemon started before NVML can be loaded labels as soon as it can,
-#     without a restart, and SIGTERM exits 0 and removes the file.
+#     without a restart, SIGHUP writes everything again, and SIGTERM exits 0
+#     and removes the file.
 # Every wait is on a condition with a deadline. Usage: gfd_test.sh BUILD_DIR
 set -euo pipefail
 
@@ -84,6 +85,11 @@ mkdir -p "$(dirname "$lib")"
 cp "$sim" "$lib"
 wait_for "the features file once NVML loads" test -s "$features"
 grep -qx 'nvidia.com/gpu.count=8' "$features" || die "no gpu.count=8 in $(cat "$features")"
+# SIGHUP: everything read and written again (a removed file comes back).
+rm -f "$features"
+kill -HUP "$pid"
+wait_for "the features file again after SIGHUP" test -s "$features"
+grep -q "relabelling on request" "$log" || die "no SIGHUP log line"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?

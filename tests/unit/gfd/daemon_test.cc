@@ -301,6 +301,31 @@ TEST_F(GfdDaemonTest, FeaturesFileWrittenAndRemovedOnStop) {
   EXPECT_FALSE(PathExists(o.output_file));
 }
 
+// Relabel (SIGHUP): a full pass with NVML opened again, every output written
+// even though no label changed, so a features file someone removed is back.
+TEST_F(GfdDaemonTest, RelabelReopensNvmlAndRewritesUnchangedLabels) {
+  DaemonOptions o = Options();
+  o.output_file = root_ + "/features.d/gfd";
+  auto opens = std::make_shared<std::atomic<int>>(0);
+  o.open_nvml = [opens] {
+    ++*opens;
+    return nvml::Client::Open(kSim);
+  };
+  Start(o);
+  ASSERT_TRUE(daemon_->WaitForPasses(1, kWait));
+  const Labels before = daemon_->labels();
+  EXPECT_EQ(opens->load(), 1);
+  ASSERT_TRUE(std::filesystem::remove(o.output_file));
+
+  daemon_->Relabel();
+  ASSERT_TRUE(daemon_->WaitForPasses(2, kWait));
+  EXPECT_EQ(opens->load(), 2);
+  EXPECT_EQ(daemon_->labels(), before);
+  auto text = ReadFile(o.output_file);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, FeaturesFileContent(before));
+}
+
 // NVML does not open at start (the library is not there yet): no labels, no
 // exit; once it opens, the labels appear without a restart.
 TEST_F(GfdDaemonTest, NvmlUnavailableAtStartThenAvailable) {
