@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   cli::RegisterDevicePluginCommand(app, g, &action);
   cli::RegisterGfdCommand(app, g, &action);
   cli::RegisterNodeDiscoveryCommand(app, g, &action);
+  cli::RegisterExporterCommand(app, g, &action);
   cli::RegisterMigCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "base/strings.h"
@@ -59,7 +60,27 @@ Result<std::unique_ptr<Server>> Server::Start(std::string_view listen, std::stri
     impl->http.Get(path, [h = handler](const httplib::Request&, httplib::Response& res) {
       Response r = h();
       res.status = r.status;
-      res.set_content(r.body, r.content_type);
+      if (!r.shared_body) {
+        res.set_content(r.body, r.content_type);
+        return;
+      }
+      // The shared page, then `body`, streamed from where they are.
+      const size_t head = r.shared_body->size();
+      const size_t total = head + r.body.size();  // before the lambda takes the body
+      res.set_content_provider(
+          total, r.content_type,
+          [shared = std::move(r.shared_body), tail = std::move(r.body), head](
+              size_t offset, size_t length, httplib::DataSink& sink) {
+            while (length > 0) {
+              const bool in_head = offset < head;
+              const char* data = in_head ? shared->data() + offset : tail.data() + (offset - head);
+              size_t n = std::min(length, in_head ? head - offset : tail.size() - (offset - head));
+              if (!sink.write(data, n)) return false;
+              offset += n;
+              length -= n;
+            }
+            return true;
+          });
     });
   }
   if (hostport.second == 0) {

@@ -28,6 +28,9 @@ struct Response {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // Optional: sent before `body` without being copied (a pre-rendered page
+  // shared by every request, e.g. the exporter's snapshot).
+  std::shared_ptr<const std::string> shared_body;
 };
 using Handler = std::function<Response()>;
 
