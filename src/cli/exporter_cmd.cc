@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "cli/cli.h"
@@ -75,8 +76,11 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
     auto id_type = exporter::ParseGpuIdType(f.gpu_id_type);
     if (!id_type.ok()) return Fail(id_type.status());
     o.gpu_id_type = *id_type;
-    socket = f.pod_resources_socket.empty() ? kubelet::PodResourcesSocket(f.kubelet_dir)
-                                            : f.pod_resources_socket;
+    // --kubelet-dir is a host path (the DaemonSet mounts it under /host);
+    // --pod-resources-socket is taken as given.
+    socket = f.pod_resources_socket.empty()
+                 ? JoinRoot(g.host_root, kubelet::PodResourcesSocket(f.kubelet_dir))
+                 : f.pod_resources_socket;
     o.pod_lister = [socket] { return kubelet::ListPodResources(socket, std::chrono::seconds(5)); };
     o.pod_resources_interval = std::chrono::milliseconds(f.pod_resources_interval_ms);
     auto env = ProcessEnvironment();
@@ -139,7 +143,8 @@ void RegisterExporterCommand(CLI::App& app, const GlobalOptions& g, Action* acti
       ->check(CLI::IsMember({"uid", "device-name"}))
       ->capture_default_str();
   cmd->add_option("--kubelet-dir", f->kubelet_dir,
-                  "The kubelet's directory; the socket is <dir>/pod-resources/kubelet.sock")
+                  "The kubelet's directory on the host (under --host-root); the socket is "
+                  "<dir>/pod-resources/kubelet.sock")
       ->capture_default_str();
   cmd->add_option("--pod-resources-socket", f->pod_resources_socket,
                   "The kubelet's pod-resources socket (overrides --kubelet-dir)");
