@@ -14,7 +14,8 @@ namespace gpuop::sim {
 namespace {
 
 // NVML enum values, kept here so the tables read like the facts they come from.
-constexpr unsigned kArchTuring = 6, kArchAmpere = 7, kArchAda = 8, kArchHopper = 9;
+constexpr unsigned kArchTuring = 6, kArchAmpere = 7, kArchAda = 8, kArchHopper = 9,
+                   kArchBlackwell = 10;
 constexpr unsigned kBrandTesla = 2, kBrandNvidia = 14;
 
 constexpr unsigned kMaxGpusPerMachine = 32;
@@ -161,6 +162,12 @@ std::vector<GpuModel> MakeModels() {
   mig(add("a30", "NVIDIA A30", 24576, 8, 0, 0x20B710DE, 0x153210DE, kArchAmpere, kBrandNvidia, 56,
           165, 1440, 1215, 0, 0),
       4, 4, A30Profiles());
+  // One Blackwell GPU of a Grace-Blackwell superchip (nvidia-smi: "NVIDIA
+  // GB200", 189471 MiB, 1200 W; PCI 10de:2941). It joins the rack's NVLink
+  // fabric. MIG exists on GB200 but its table is not modelled.
+  add("gb200", "NVIDIA GB200", 189471, 10, 0, 0x294110DE, 0x204610DE, kArchBlackwell, kBrandNvidia,
+      148, 1200, 1965, 3996, 18, 0)
+      .fabric_capable = true;
   return v;
 }
 
@@ -182,6 +189,7 @@ struct Preset {
   std::vector<PresetGpus> gpus;
   std::vector<unsigned> buses;  // empty: default buses
   Wiring wiring = Wiring::kSwitchedPairs;
+  bool gb200_fabric = false;  // every GPU registered in Gb200ClusterUuid()/kGb200CliqueId
 };
 
 const std::vector<unsigned> kDgxA100Buses = {0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD};
@@ -199,6 +207,7 @@ const std::vector<Preset>& Presets() {
          Wiring::kBridgedPairs},
         {"l40s-4", {{"l40s", 4}}, {0x01, 0x25, 0xC1, 0xE1}},
         {"t4-1", {{"t4", 1}}, {0x3B}},
+        {"gb200-nvl4", {{"gb200", 4}}, {}, Wiring::kSwitchedPairs, true},
     };
     for (const auto& m : BuiltinModels()) p.push_back({m.key, {{m.key, 1}}, {}});
     return p;
@@ -228,6 +237,7 @@ std::string ModelKeys() {
 struct GpuSpec {
   GpuModel model;
   bool mig_enabled = false;
+  std::optional<SimFabric> fabric;
 };
 
 // NVSwitches of the switched machines: four, as on HGX A100/H100 boards
@@ -290,6 +300,7 @@ Machine Build(const std::string& name, const std::vector<GpuSpec>& specs,
     g.bus_id = bus_id;
     g.numa_node = (2 * i < n) ? 0 : 1;
     g.mig_enabled_at_boot = specs[i].mig_enabled;
+    g.fabric = specs[i].fabric;
     m.gpus.push_back(std::move(g));
   }
   Wire(m, wiring);
@@ -351,8 +362,8 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
         return InvalidArgument(path + " " + Line(c) + ": cudaVersion '" + cs +
                                "' is not like 12.8 or 12080");
       }
-      cuda = parts.size() == 2 ? static_cast<int>(major * 1000 + minor * 10)
-                               : static_cast<int>(major);
+      cuda =
+          parts.size() == 2 ? static_cast<int>(major * 1000 + minor * 10) : static_cast<int>(major);
     }
     const auto& gpus = root["gpus"];
     if (!gpus || !gpus.IsSequence() || gpus.size() == 0) {
@@ -366,7 +377,7 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
                                ": each gpus entry is a map {model, count?, migEnabled?}");
       }
       GPUOP_RETURN_IF_ERROR(
-          CheckKeys(entry, {"model", "count", "migEnabled"}, path, "a gpus entry"));
+          CheckKeys(entry, {"model", "count", "migEnabled", "fabric"}, path, "a gpus entry"));
       if (!entry["model"]) return InvalidArgument(path + " " + Line(entry) + ": missing `model`");
       std::string model_name = entry["model"].as<std::string>();
       auto model = FindModel(model_name);
@@ -387,7 +398,34 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
         return InvalidArgument(path + " " + Line(entry["migEnabled"]) + ": " + model->name +
                                " does not support MIG; remove migEnabled");
       }
-      for (unsigned i = 0; i < count; ++i) specs.push_back({*model, mig});
+      std::optional<SimFabric> fabric;
+      if (const auto& f = entry["fabric"]) {
+        if (!model->fabric_capable) {
+          return InvalidArgument(path + " " + Line(f) + ": " + model->name +
+                                 " has no NVLink fabric; remove `fabric`");
+        }
+        if (!f.IsMap() || !f["clusterUuid"] || !f["cliqueId"]) {
+          return InvalidArgument(path + " " + Line(f) +
+                                 ": `fabric` is a map {clusterUuid, cliqueId}");
+        }
+        GPUOP_RETURN_IF_ERROR(CheckKeys(f, {"clusterUuid", "cliqueId"}, path, "a fabric"));
+        SimFabric sf;
+        sf.cluster_uuid = ToLower(f["clusterUuid"].as<std::string>());
+        unsigned char bytes[16];
+        if (!ParseUuidBytes(sf.cluster_uuid, bytes)) {
+          return InvalidArgument(path + " " + Line(f["clusterUuid"]) + ": clusterUuid '" +
+                                 sf.cluster_uuid +
+                                 "' is not like 8f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b");
+        }
+        auto id = ParseUint(f["cliqueId"].as<std::string>());
+        if (!id || *id > 0xFFFFFFFFULL) {
+          return InvalidArgument(path + " " + Line(f["cliqueId"]) +
+                                 ": cliqueId must be an unsigned 32-bit number");
+        }
+        sf.clique_id = static_cast<unsigned>(*id);
+        fabric = sf;
+      }
+      for (unsigned i = 0; i < count; ++i) specs.push_back({*model, mig, fabric});
     }
     if (specs.size() > kMaxGpusPerMachine) {
       return InvalidArgument("machine file " + path + ": more than " +
@@ -497,13 +535,44 @@ std::string DescribePresets() {
   return out;
 }
 
+std::string Gb200ClusterUuid() { return HashUuid("gb200-nvl4|fabric cluster"); }
+
+bool ParseUuidBytes(std::string_view text, unsigned char out[16]) {
+  if (text.size() != 36) return false;
+  unsigned n = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool dash_here = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash_here) {
+      if (text[i] != '-') return false;
+      continue;
+    }
+    char c = text[i];
+    int v = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
+    if (v < 0) return false;
+    if (n % 2 == 0) {
+      out[n / 2] = static_cast<unsigned char>(v << 4);
+    } else {
+      out[n / 2] = static_cast<unsigned char>(out[n / 2] | v);
+    }
+    ++n;
+  }
+  return n == 32;
+}
+
 Result<Machine> LoadMachine(const std::string& preset_or_file, const std::string& seed) {
   for (const auto& p : Presets()) {
     if (p.name != preset_or_file) continue;
     std::vector<GpuSpec> specs;
     for (const auto& g : p.gpus) {
       GPUOP_ASSIGN_OR_RETURN(GpuModel model, FindModel(g.model_key));
-      for (unsigned i = 0; i < g.count; ++i) specs.push_back({model, false});
+      std::optional<SimFabric> fabric;
+      // The rack's fabric is the same for every node (not seeded): the
+      // simulated nodes of one cluster share one NVL72 domain.
+      if (p.gb200_fabric) fabric = SimFabric{Gb200ClusterUuid(), kGb200CliqueId};
+      for (unsigned i = 0; i < g.count; ++i) specs.push_back({model, false, fabric});
     }
     return Build(p.name, specs, p.buses, seed, p.wiring);
   }

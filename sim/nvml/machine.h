@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,10 @@ struct GpuModel {
   unsigned compute_slices = 0;          // 7 on A100/H100/H200, 4 on A30; 0: no MIG
   unsigned encoders = 0;                // NVENC engines (0 on A100/H100)
   std::vector<GiProfile> mig_profiles;  // empty: MIG not supported
+  // Joins a multi-node NVLink fabric (GB200): nvmlDeviceGetGpuFabricInfo
+  // answers, with state NOT_STARTED until the GPU has a SimGpu::fabric.
+  // false: NVML_ERROR_NOT_SUPPORTED, as on PCIe and HGX boards.
+  bool fabric_capable = false;
   bool mig_capable() const { return !mig_profiles.empty(); }
   // The profile with this driver id (GiProfile::id) or NVML enum index; null if none.
   const GiProfile* ProfileById(unsigned id) const;
@@ -60,6 +65,14 @@ struct SimNvLink {
   bool to_switch = false;  // the far end is an NVSwitch, not a GPU
   unsigned remote = 0;     // the far GPU's index, or the NVSwitch's index in Machine::nvswitches
   bool operator==(const SimNvLink&) const = default;
+};
+
+// The NVLink domain a fabric-capable GPU was registered in, as
+// nvmlDeviceGetGpuFabricInfoV reports it once the fabric manager is done.
+struct SimFabric {
+  std::string cluster_uuid;  // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lowercase hex
+  unsigned clique_id = 0;
+  bool operator==(const SimFabric&) const = default;
 };
 
 // One GPU of a machine.
@@ -81,6 +94,7 @@ struct SimGpu {
   int host_bridge = -1;  // -1: unknown (treated as its own)
   std::vector<SimNvLink> nvlinks;
   bool mig_enabled_at_boot = false;
+  std::optional<SimFabric> fabric;  // state COMPLETED, status SUCCESS when set
 };
 
 struct Machine {
@@ -96,7 +110,8 @@ struct Machine {
 // REQUIRES: a and b are indices of m.gpus.
 unsigned TopologyLevel(const Machine& m, unsigned a, unsigned b);
 
-// The built-in GPU models (a100-40gb, a100-80gb, h100-80gb, h200-141gb, l40s, t4, a30).
+// The built-in GPU models (a100-40gb, a100-80gb, h100-80gb, h200-141gb, l40s, t4,
+// h100-nvl, a30, gb200).
 const std::vector<GpuModel>& BuiltinModels();
 Result<GpuModel> FindModel(const std::string& key_or_name);
 
@@ -104,7 +119,15 @@ Result<GpuModel> FindModel(const std::string& key_or_name);
 // each model key. h100-nvl-8 is the one with partial NVLink: eight H100 NVL
 // PCIe cards joined in pairs (0-1, 2-3, 4-5, 6-7) by NVLink bridges, each on
 // its own root port, GPUs 0-3 on NUMA node 0 and 4-7 on node 1.
+// gb200-nvl4 is one compute tray of a GB200 NVL72 rack: four GB200 GPUs, two
+// per Grace CPU (NUMA nodes 0 and 1), 18 NVLinks each to the rack's NVSwitches,
+// registered in fabric clique kGb200CliqueId of the cluster
+// Gb200ClusterUuid(): every node simulated with it is in the same rack.
 std::vector<std::string> PresetNames();
+
+inline constexpr unsigned kGb200CliqueId = 32767;
+// The cluster UUID of the gb200-nvl4 preset's fabric (a hash of its name).
+std::string Gb200ClusterUuid();
 
 // The MIG profile name that go-nvlib derives from a memory size: "<G>g.<GB>gb"
 // with GB = round(ceil(8*mem/total)/8 * ceil(total GiB)); `c` < `g` gives
@@ -118,6 +141,10 @@ std::string HashUuid(std::string_view key);
 
 // One line per preset: "dgx-h100: 8x NVIDIA H100 80GB HBM3 (MIG)".
 std::string DescribePresets();
+
+// The 16 bytes of a "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" UUID (hex digits in
+// either case); false when `text` is not one.
+bool ParseUuidBytes(std::string_view text, unsigned char out[16]);
 
 // Loads GPUOP_SIM_MACHINE's value: a preset name or a path to a YAML file.
 // `seed` makes UUIDs and serials distinct between simulated nodes (the cluster

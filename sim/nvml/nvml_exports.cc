@@ -796,6 +796,66 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
                 [&](const Ctx& c) { return static_cast<unsigned>(c.gpu->numa_node); });
 }
 
+// ---- Fabric -----------------------------------------------------------------
+
+}  // extern "C"
+
+namespace {
+
+// What nvmlDeviceGetGpuFabricInfo* report for a whole GPU: NOT_SUPPORTED for a
+// model without a fabric; NOT_STARTED for a fabric-capable GPU no fabric
+// manager registered; COMPLETED/SUCCESS with the cluster and clique otherwise.
+template <typename Info>
+nvmlReturn_t FillFabric(nvmlDevice_t device, Info* info) {
+  Ctx c;
+  if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!c.model().fabric_capable) return NVML_ERROR_NOT_SUPPORTED;
+  std::memset(info->clusterUuid, 0, sizeof(info->clusterUuid));
+  info->cliqueId = 0;
+  info->status = NVML_SUCCESS;
+  info->state = NVML_GPU_FABRIC_STATE_NOT_STARTED;
+  if (c.gpu->fabric) {
+    if (!gpuop::sim::ParseUuidBytes(c.gpu->fabric->cluster_uuid, info->clusterUuid)) {
+      return NVML_ERROR_UNKNOWN;  // machine.cc validated it
+    }
+    info->cliqueId = c.gpu->fabric->clique_id;
+    info->state = NVML_GPU_FABRIC_STATE_COMPLETED;
+  }
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t* gpuFabricInfo) {
+  return Guard([&]() -> nvmlReturn_t { return FillFabric(device, gpuFabricInfo); });
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t* gpuFabricInfo) {
+  return Guard([&]() -> nvmlReturn_t {
+    if (gpuFabricInfo == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    // The caller's version decides the layout; v2 is 4 bytes shorter, so
+    // nothing past it may be written.
+    if (gpuFabricInfo->version == nvmlGpuFabricInfo_v2) {
+      auto* v2 = reinterpret_cast<nvmlGpuFabricInfo_v2_t*>(gpuFabricInfo);
+      nvmlReturn_t r = FillFabric(device, v2);
+      if (r == NVML_SUCCESS) v2->healthMask = 0;
+      return r;
+    }
+    if (gpuFabricInfo->version == nvmlGpuFabricInfo_v3) {
+      nvmlReturn_t r = FillFabric(device, gpuFabricInfo);
+      if (r == NVML_SUCCESS) {
+        gpuFabricInfo->healthMask = 0;
+        gpuFabricInfo->healthSummary = 0;  // NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED
+      }
+      return r;
+    }
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  });
+}
+
 // ---- Topology ---------------------------------------------------------------
 
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/log.h"
 #include "deviceplugin/resources.h"
 
 namespace gpuop::gfd {
@@ -285,6 +286,38 @@ std::string ArchFamily(int cc_major, int cc_minor) {
   return "undefined";
 }
 
+Result<std::optional<std::string>> FabricClique(const std::vector<nvml::Gpu>& gpus) {
+  // value → GPU indices, for the message when they disagree.
+  std::map<std::string, std::vector<unsigned>> clusters, cliques;
+  for (const auto& g : gpus) {
+    if (!g.fabric || !nvml::FabricAttached(*g.fabric)) continue;
+    clusters[g.fabric->cluster_uuid].push_back(g.index);
+    cliques[std::to_string(g.fabric->clique_id)].push_back(g.index);
+  }
+  if (clusters.empty()) return std::optional<std::string>();
+  auto describe = [](const std::map<std::string, std::vector<unsigned>>& m) {
+    std::string out;
+    for (const auto& [value, idx] : m) {
+      if (!out.empty()) out += "; ";
+      out += value + " on GPU";
+      for (size_t i = 0; i < idx.size(); ++i) out += (i ? "," : " ") + std::to_string(idx[i]);
+    }
+    return out;
+  };
+  if (clusters.size() > 1) {
+    return FailedPrecondition("GPUs are in different NVLink fabric clusters (" +
+                              describe(clusters) +
+                              "); no gpu.clique label until the fabric manager registers every "
+                              "GPU of the node in one cluster");
+  }
+  if (cliques.size() > 1) {
+    return FailedPrecondition("GPUs are in different NVLink fabric cliques (" + describe(cliques) +
+                              "); no gpu.clique label until the fabric manager registers every "
+                              "GPU of the node in one clique");
+  }
+  return std::optional<std::string>(clusters.begin()->first + "." + cliques.begin()->first);
+}
+
 Result<std::map<std::string, std::string>> GenerateLabels(const LabelInput& in) {
   Labels out;
   const std::string p(kLabelPrefix);
@@ -359,6 +392,13 @@ Result<std::map<std::string, std::string>> GenerateLabels(const LabelInput& in) 
     out[gpu + ".compute.minor"] = std::to_string(rep.cc_minor);
   }
   out[gpu + ".mode"] = GpuMode(in, *primary.gpus.front());
+
+  // A fabric that does not add up costs this one label, not the node's labels.
+  if (auto clique = FabricClique(in.gpus); !clique.ok()) {
+    LogWarn("gpu.clique label omitted", {{"error", clique.status()}});
+  } else if (*clique) {
+    out[gpu + ".clique"] = **clique;
+  }
 
   switch (in.config.mig_strategy) {
     case MigStrategy::kNone:

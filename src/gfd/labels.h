@@ -18,6 +18,8 @@
 //     devices, MIG on some GPUs only, more than one profile) gives
 //     gpu.product=<model>-MIG-INVALID with count, replicas and memory 0.
 //   MIG mixed: the same set under nvidia.com/mig-<profile>.* ('+' written '.').
+//   nvidia.com/gpu.clique                    <cluster UUID>.<clique id> of the GPUs'
+//                                            NVLink fabric (GB200 NVL72), see FabricClique
 //
 // Nodes with more than one GPU model (upstream labels whichever model its map
 // iteration meets last): the gpu.* labels describe the PRIMARY model, the one
@@ -86,6 +88,16 @@ std::string SanitiseLabelValue(std::string_view value);
 
 // The gpu.count.<product> key for a model name (see above), with prefix.
 std::string ModelCountKey(std::string_view model_name);
+
+// The gpu.clique value, from each GPU's nvml::Gpu::fabric, as upstream's
+// IMEX labeler: a GPU counts only when nvml::FabricAttached (registration
+// COMPLETED with status SUCCESS and a non-zero cluster UUID); the others
+// (no fabric, NOT_STARTED, IN_PROGRESS, a failed registration) are skipped.
+// nullopt when no GPU counts. FailedPrecondition when the counted GPUs are in
+// more than one cluster or clique (GenerateLabels then logs it and omits only
+// this label; upstream warns and omits it too). Example value:
+// "5fd7b1a2-8c3e-4d6f-9a0b-1c2d3e4f5a6b.32767".
+Result<std::optional<std::string>> FabricClique(const std::vector<nvml::Gpu>& gpus);
 
 // gpu.family for a compute capability: "ampere" for 8.0, "undefined" for
 // unknown majors.

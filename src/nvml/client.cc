@@ -84,6 +84,62 @@ std::string ObjectFor(const Library& lib, unsigned gpu, nvmlDevice_t dev) {
   return GpuObject(gpu, uuid.ok() ? *uuid : std::string());
 }
 
+// "7c3a0f5e-1b2d-4e6f-8a9b-0c1d2e3f4a5b": the 16 bytes as a standard UUID.
+std::string FormatFabricUuid(const unsigned char (&b)[NVML_GPU_FABRIC_UUID_LEN]) {
+  char out[40];
+  std::snprintf(out, sizeof(out),
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
+}
+
+template <typename Info>
+GpuFabric FabricFrom(const Info& info) {
+  GpuFabric f;
+  f.cluster_uuid = FormatFabricUuid(info.clusterUuid);
+  f.clique_id = info.cliqueId;
+  f.state = static_cast<FabricState>(info.state);
+  f.status = static_cast<int>(info.status);
+  return f;
+}
+
+// The fabric of `dev`; nullopt where there is none to report (see
+// Client::FabricInfo).
+Result<std::optional<GpuFabric>> ReadFabric(const Library& lib, nvmlDevice_t dev,
+                                            const std::string& object) {
+  const Functions& fn = lib.fn();
+  nvmlReturn_t ret = NVML_ERROR_FUNCTION_NOT_FOUND;
+  const char* symbol = fn.DeviceGetGpuFabricInfoV.symbol;
+  GpuFabric f;
+  if (fn.DeviceGetGpuFabricInfoV) {
+    nvmlGpuFabricInfo_v3_t v3{};
+    v3.version = nvmlGpuFabricInfo_v3;
+    ret = fn.DeviceGetGpuFabricInfoV.ptr(dev, &v3);
+    if (ret == NVML_SUCCESS) f = FabricFrom(v3);
+    if (ret == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+      // A driver that knows only v2: same fields, the v2 struct (and tag).
+      nvmlGpuFabricInfo_v2_t v2{};
+      v2.version = nvmlGpuFabricInfo_v2;
+      ret = fn.DeviceGetGpuFabricInfoV.ptr(dev, reinterpret_cast<nvmlGpuFabricInfoV_t*>(&v2));
+      if (ret == NVML_SUCCESS) f = FabricFrom(v2);
+    }
+  }
+  if (ret == NVML_ERROR_FUNCTION_NOT_FOUND && fn.DeviceGetGpuFabricInfo) {
+    nvmlGpuFabricInfo_t v1{};
+    symbol = fn.DeviceGetGpuFabricInfo.symbol;
+    ret = fn.DeviceGetGpuFabricInfo.ptr(dev, &v1);
+    if (ret == NVML_SUCCESS) f = FabricFrom(v1);
+  }
+  if (ret != NVML_SUCCESS) {
+    // No fabric on this GPU, or a driver without the call.
+    if (Absent(ret, /*mig=*/false)) return std::optional<GpuFabric>();
+    return lib.Error(ret, object, symbol);
+  }
+  if (f.state == FabricState::kNotSupported) return std::optional<GpuFabric>();
+  return std::optional<GpuFabric>(std::move(f));
+}
+
 // Everything about one GPU that the MIG calls need.
 struct MigContext {
   nvmlDevice_t dev = nullptr;
@@ -429,6 +485,7 @@ Result<Gpu> Client::Describe(unsigned gpu, nvmlDevice_st* dev) const {
   if (g.mig_enabled && total_bytes > 0) {
     GPUOP_ASSIGN_OR_RETURN(g.mig_devices, MigDevices(gpu, dev, object));
   }
+  GPUOP_ASSIGN_OR_RETURN(g.fabric, ReadFabric(lib, dev, object));
   return g;
 }
 
@@ -808,6 +865,13 @@ Result<GpuHealth> Client::ReadHealth(unsigned gpu) const {
     if (ret == NVML_SUCCESS) h.remapped_rows_pending = pending != 0;
   }
   return h;
+}
+
+// ---- Fabric -----------------------------------------------------------------
+
+Result<std::optional<GpuFabric>> Client::FabricInfo(unsigned gpu) const {
+  GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t dev, Handle(gpu));
+  return ReadFabric(*lib_, dev, ObjectFor(*lib_, gpu, dev));
 }
 
 // ---- MIG --------------------------------------------------------------------

@@ -72,6 +72,14 @@ class Client {
   // the probe itself could not run (no such GPU, NVML not initialised).
   Result<GpuHealth> ReadHealth(unsigned gpu) const;
 
+  // ---- Fabric ----
+  // The GPU fabric (NVLink domain) of `gpu`, also in Gpu::fabric. nullopt
+  // when the GPU has none (NVML_ERROR_NOT_SUPPORTED or state NOT_SUPPORTED)
+  // or the driver predates nvmlDeviceGetGpuFabricInfo: never an error for
+  // that. Uses nvmlDeviceGetGpuFabricInfoV (v3, then v2), else the
+  // unversioned call.
+  Result<std::optional<GpuFabric>> FabricInfo(unsigned gpu) const;
+
   // ---- MIG ----
   // The GPU instance profiles; empty when MIG is disabled (NVML lists
   // profiles only in MIG mode). NotSupported on a GPU without MIG.

@@ -89,6 +89,32 @@ struct MigDevice {
   Engines engines;  // shared engine counts
 };
 
+// nvmlGpuFabricState_t: how far the fabric manager got registering a GPU.
+enum class FabricState : unsigned {
+  kNotSupported = 0,
+  kNotStarted = 1,
+  kInProgress = 2,
+  kCompleted = 3,
+};
+
+// The GPU fabric (multi-node NVLink domain, e.g. a GB200 NVL72 rack) a GPU
+// belongs to: nvmlDeviceGetGpuFabricInfoV.
+struct GpuFabric {
+  std::string cluster_uuid;  // "7c3a0f5e-...", 8-4-4-4-12 lowercase hex; all zeros: none
+  unsigned clique_id = 0;
+  FabricState state = FabricState::kNotSupported;
+  int status = 0;  // nvmlReturn_t of the registration; meaningful when kCompleted (0: success)
+  bool operator==(const GpuFabric&) const = default;
+};
+
+// Whether `f` says the GPU is in an NVLink domain: registration completed,
+// successfully, with a cluster UUID that is not all zeros (what go-nvlib's
+// IsFabricAttached checks).
+inline bool FabricAttached(const GpuFabric& f) {
+  return f.state == FabricState::kCompleted && f.status == 0 && !f.cluster_uuid.empty() &&
+         f.cluster_uuid.find_first_not_of("0-") != std::string::npos;
+}
+
 struct Gpu {
   unsigned index = 0;
   std::string name;  // "NVIDIA H100 80GB HBM3"
@@ -105,6 +131,9 @@ struct Gpu {
   bool mig_enabled = false;  // current mode
   bool mig_pending = false;  // mode after the next reset
   std::vector<MigDevice> mig_devices;
+  // The GPU fabric; nullopt when the GPU or driver has none (PCIe and
+  // single-node NVSwitch boards, drivers before nvmlDeviceGetGpuFabricInfo).
+  std::optional<GpuFabric> fabric;
 };
 
 struct SystemInfo {

@@ -152,6 +152,10 @@ struct Fn {
     "nvmlComputeInstanceGetInfo_v2")                                                            \
   X(ComputeInstanceDestroy, nvmlComputeInstanceDestroy, "destroying MIG compute instances",     \
     "nvmlComputeInstanceDestroy")                                                               \
+  X(DeviceGetGpuFabricInfoV, nvmlDeviceGetGpuFabricInfoV, "GPU fabric (NVLink domain) "        \
+    "information", "nvmlDeviceGetGpuFabricInfoV")                                               \
+  X(DeviceGetGpuFabricInfo, nvmlDeviceGetGpuFabricInfo, "GPU fabric (NVLink domain) "           \
+    "information", "nvmlDeviceGetGpuFabricInfo")                                                \
   X(EventSetCreate, nvmlEventSetCreate, "NVML events", "nvmlEventSetCreate")                    \
   X(DeviceGetSupportedEventTypes, nvmlDeviceGetSupportedEventTypes, "NVML events",              \
     "nvmlDeviceGetSupportedEventTypes")                                                         \

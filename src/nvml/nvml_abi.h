@@ -72,7 +72,7 @@ typedef struct nvmlPciInfo_st {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;     // device id << 16 | vendor id, e.g. 0x233010DE
+  unsigned int pciDeviceId;  // device id << 16 | vendor id, e.g. 0x233010DE
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "00000000:18:00.0"
 } nvmlPciInfo_t;
@@ -352,10 +352,53 @@ typedef struct nvmlComputeInstanceInfo_st {
 typedef struct nvmlEventData_st {
   nvmlDevice_t device;
   unsigned long long eventType;
-  unsigned long long eventData;      // the XID for XID events
-  unsigned int gpuInstanceId;        // 0xFFFFFFFF when not a MIG event
+  unsigned long long eventData;  // the XID for XID events
+  unsigned int gpuInstanceId;    // 0xFFFFFFFF when not a MIG event
   unsigned int computeInstanceId;
 } nvmlEventData_t;
+
+// GPU fabric (multi-node NVLink, e.g. GB200 NVL72): which NVLink domain
+// ("clique") of which cluster a GPU belongs to, once the fabric manager has
+// registered it.
+#define NVML_GPU_FABRIC_UUID_LEN 16
+
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+
+typedef unsigned char nvmlGpuFabricState_t;
+
+// nvmlDeviceGetGpuFabricInfo (the first, unversioned form).
+typedef struct nvmlGpuFabricInfo_st {
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;  // meaningful only when state is COMPLETED
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct nvmlGpuFabricInfo_v2_st {
+  unsigned int version;  // nvmlGpuFabricInfo_v2
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+  unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+#define nvmlGpuFabricInfo_v2 NVML_STRUCT_VERSION(GpuFabricInfo, 2)
+
+typedef struct nvmlGpuFabricInfo_v3_st {
+  unsigned int version;  // nvmlGpuFabricInfo_v3
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+  unsigned int healthMask;
+  unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+#define nvmlGpuFabricInfo_v3 NVML_STRUCT_VERSION(GpuFabricInfo, 3)
+
+typedef nvmlGpuFabricInfo_v3_t nvmlGpuFabricInfoV_t;
 
 // ---- Functions -----------------------------------------------------------
 
@@ -453,9 +496,9 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsi
                                                        unsigned int* count);
 nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
                                          nvmlGpuInstance_t* gpuInstance);
-nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
-    nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t* placement,
-    nvmlGpuInstance_t* gpuInstance);
+nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId,
+                                                      const nvmlGpuInstancePlacement_t* placement,
+                                                      nvmlGpuInstance_t* gpuInstance);
 nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                        nvmlGpuInstance_t* gpuInstances, unsigned int* count);
 nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
@@ -483,9 +526,13 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance
                                            nvmlComputeInstanceInfo_t* info);
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance);
 
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t* gpuFabricInfo);
+// The caller sets gpuFabricInfo->version (v2 or v3); another value gives
+// NVML_ERROR_ARGUMENT_VERSION_MISMATCH.
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t* gpuFabricInfo);
+
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
-nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
-                                              unsigned long long* eventTypes);
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes);
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
                                       nvmlEventSet_t set);
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms);
@@ -539,3 +586,18 @@ static_assert(offsetof(nvmlEventData_t, eventType) == 8);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16);
 static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24);
 static_assert(offsetof(nvmlEventData_t, computeInstanceId) == 28);
+static_assert(sizeof(nvmlGpuFabricState_t) == 1);
+static_assert(sizeof(nvmlGpuFabricInfo_t) == 28);
+static_assert(offsetof(nvmlGpuFabricInfo_t, status) == 16);
+static_assert(offsetof(nvmlGpuFabricInfo_t, cliqueId) == 20);
+static_assert(offsetof(nvmlGpuFabricInfo_t, state) == 24);
+static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, clusterUuid) == 4);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, status) == 20);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, cliqueId) == 24);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, state) == 28);
+static_assert(offsetof(nvmlGpuFabricInfo_v2_t, healthMask) == 32);
+static_assert(nvmlGpuFabricInfo_v2 == 0x02000024);
+static_assert(sizeof(nvmlGpuFabricInfo_v3_t) == 40);
+static_assert(offsetof(nvmlGpuFabricInfo_v3_t, healthSummary) == 36);
+static_assert(nvmlGpuFabricInfo_v3 == 0x03000028);

@@ -184,6 +184,40 @@ TEST_F(GfdLabelsTest, EverySimulatedModel) {
   }
 }
 
+// One compute tray of a GB200 NVL72 rack: the clique label joins the
+// fabric's cluster UUID and clique id; the other labels are as for any model.
+TEST_F(GfdLabelsTest, Gb200Nvl4HasTheCliqueLabel) {
+  Machine("gb200-nvl4");
+  LabelInput in = Input();
+  ASSERT_EQ(in.gpus.size(), 4u);
+  ASSERT_TRUE(in.gpus[0].fabric.has_value());
+  const std::string cluster = in.gpus[0].fabric->cluster_uuid;
+  Labels l = Generate(in);
+  ExpectCommon(l);
+  EXPECT_EQ(l.at("nvidia.com/gpu.clique"), cluster + ".32767");
+  EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-GB200");
+  EXPECT_EQ(l.at("nvidia.com/gpu.family"), "blackwell");
+  EXPECT_EQ(l.at("nvidia.com/gpu.memory"), "189471");
+  EXPECT_EQ(l.at("nvidia.com/gpu.count"), "4");
+  EXPECT_EQ(l.at("nvidia.com/gpu.compute.major"), "10");
+  EXPECT_EQ(l.at("nvidia.com/gpu.compute.minor"), "0");
+  EXPECT_EQ(l.at("nvidia.com/mig.capable"), "false");
+  ExpectGolden(l, "gb200-nvl4");
+}
+
+// No model of the single-node presets has a fabric: no clique label.
+TEST_F(GfdLabelsTest, NoCliqueLabelWithoutFabric) {
+  for (const char* machine : {"dgx-h100", "gb200"}) {  // gb200 alone: NOT_STARTED
+    SCOPED_TRACE(machine);
+    TearDown();
+    SetUp();
+    Machine(machine);
+    Labels l = Generate(Input());
+    EXPECT_EQ(l.count("nvidia.com/gpu.clique"), 0u);
+    EXPECT_EQ(l.count("nvidia.com/gpu.product"), 1u);
+  }
+}
+
 // 2 H100 then 3 L40S: the L40S (more GPUs) are the primary model even though
 // GPU 0 is an H100; both models get a count label.
 TEST_F(GfdLabelsTest, MixedModelNodeLabelsTheMostCommonModel) {
@@ -411,6 +445,93 @@ TEST(GfdSanitiseTest, FamilyTable) {
   EXPECT_EQ(ArchFamily(12, 0), "blackwell");
   EXPECT_EQ(ArchFamily(13, 0), "rubin");
   EXPECT_EQ(ArchFamily(4, 0), "undefined");
+}
+
+// ---- gpu.clique, pure ----
+
+constexpr const char* kClusterA = "5fd7b1a2-8c3e-4d6f-9a0b-1c2d3e4f5a6b";
+constexpr const char* kClusterB = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+
+nvml::Gpu FabricGpu(unsigned index, std::optional<nvml::GpuFabric> fabric) {
+  nvml::Gpu g;
+  g.index = index;
+  g.name = "NVIDIA GB200";
+  g.uuid = "GPU-" + std::to_string(index);
+  g.pci.bus_id = "00000000:0" + std::to_string(index) + ":00.0";
+  g.memory_mib = 189471;
+  g.cc_major = 10;
+  g.fabric = std::move(fabric);
+  return g;
+}
+
+nvml::GpuFabric Completed(const std::string& cluster, unsigned clique) {
+  return {cluster, clique, nvml::FabricState::kCompleted, 0};
+}
+
+std::optional<std::string> Clique(const std::vector<nvml::Gpu>& gpus) {
+  auto c = FabricClique(gpus);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : std::nullopt;
+}
+
+TEST(GfdCliqueTest, AllGpusInOneClique) {
+  std::vector<nvml::Gpu> gpus;
+  for (unsigned i = 0; i < 4; ++i) gpus.push_back(FabricGpu(i, Completed(kClusterA, 32767)));
+  EXPECT_EQ(Clique(gpus), std::string(kClusterA) + ".32767");
+}
+
+TEST(GfdCliqueTest, GpusWithoutACompletedSuccessfulFabricAreSkipped) {
+  auto zero = Completed("00000000-0000-0000-0000-000000000000", 0);  // HGX H100 style
+  auto failed = Completed(kClusterB, 9);
+  failed.status = 999;  // registration finished with an error
+  auto progress = Completed(kClusterB, 9);
+  progress.state = nvml::FabricState::kInProgress;
+  auto not_started = Completed(kClusterB, 9);
+  not_started.state = nvml::FabricState::kNotStarted;
+  std::vector<nvml::Gpu> gpus = {FabricGpu(0, std::nullopt), FabricGpu(1, zero),
+                                 FabricGpu(2, failed),       FabricGpu(3, progress),
+                                 FabricGpu(4, not_started),  FabricGpu(5, Completed(kClusterA, 3))};
+  EXPECT_EQ(Clique(gpus), std::string(kClusterA) + ".3");
+  gpus.pop_back();  // none left that counts
+  EXPECT_EQ(Clique(gpus), std::nullopt);
+  EXPECT_EQ(Clique({}), std::nullopt);
+}
+
+TEST(GfdCliqueTest, DisagreeingGpusAreAnErrorNamingThem) {
+  auto cliques =
+      FabricClique({FabricGpu(0, Completed(kClusterA, 1)), FabricGpu(1, Completed(kClusterA, 1)),
+                    FabricGpu(2, Completed(kClusterA, 2))});
+  ASSERT_FALSE(cliques.ok());
+  EXPECT_EQ(cliques.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(cliques.status().message().find("different NVLink fabric cliques (1 on GPU 0,1; 2 on "
+                                            "GPU 2)"),
+            std::string::npos)
+      << cliques.status().message();
+
+  auto clusters =
+      FabricClique({FabricGpu(0, Completed(kClusterA, 1)), FabricGpu(1, Completed(kClusterB, 1))});
+  ASSERT_FALSE(clusters.ok());
+  EXPECT_NE(clusters.status().message().find("different NVLink fabric clusters"), std::string::npos)
+      << clusters.status().message();
+  EXPECT_NE(clusters.status().message().find(kClusterB), std::string::npos);
+}
+
+// Disagreeing GPUs cost the clique label only: every other label is written.
+TEST(GfdCliqueTest, GenerateLabelsOmitsOnlyTheCliqueOnDisagreement) {
+  LabelInput in;
+  in.system.driver_version = "570.172.08";
+  in.system.cuda_driver_version = 12080;
+  in.gpus = {FabricGpu(0, Completed(kClusterA, 1)), FabricGpu(1, Completed(kClusterA, 2))};
+  auto l = GenerateLabels(in);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->count("nvidia.com/gpu.clique"), 0u);
+  EXPECT_EQ(l->at("nvidia.com/gpu.product"), "NVIDIA-GB200");
+  EXPECT_EQ(l->at("nvidia.com/gpu.count"), "2");
+
+  in.gpus[1].fabric = Completed(kClusterA, 1);
+  l = GenerateLabels(in);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->at("nvidia.com/gpu.clique"), std::string(kClusterA) + ".1");
 }
 
 TEST(GfdLabelsPureTest, NoGpusOnlyTimestamp) {

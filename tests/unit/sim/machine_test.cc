@@ -37,6 +37,7 @@ TEST(MachineTest, EveryModelHasItsHardwareValues) {
       {"t4", "Tesla T4", 15360, 7, 5, 0x1EB810DE, 6, 2, 40, 70, false},
       {"a30", "NVIDIA A30", 24576, 8, 0, 0x20B710DE, 7, 14, 56, 165, true},
       {"h100-nvl", "NVIDIA H100 NVL", 95830, 9, 0, 0x232110DE, 9, 14, 132, 400, false},
+      {"gb200", "NVIDIA GB200", 189471, 10, 0, 0x294110DE, 10, 14, 148, 1200, false},
   };
   ASSERT_EQ(BuiltinModels().size(), want.size());
   for (const auto& w : want) {
