@@ -61,6 +61,8 @@ void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterNodeDiscoveryCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterExporterCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterMigCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop mig-manager`: MIG layouts from the node label (mig/manager.h).
+void RegisterMigManagerCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop sim kubelet`: a fake kubelet for device plugins (sim/kubelet/fake_kubelet.h).
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 

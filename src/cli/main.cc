@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   cli::RegisterNodeDiscoveryCommand(app, g, &action);
   cli::RegisterExporterCommand(app, g, &action);
   cli::RegisterMigCommand(app, g, &action);
+  cli::RegisterMigManagerCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {

@@ -1,0 +1,473 @@
+// The MIG manager against the API emulator and the simulated DGX H100: the
+// label-driven flow (states, paused clients, layout, CDI spec, kept config),
+// and every way it can fail leaving the previous layout and the labels.
+#include "mig/manager.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/files.h"
+#include "kube/client.h"
+#include "kube/object.h"
+#include "kube/resource.h"
+#include "mig/apply.h"
+#include "mig/config.h"
+#include "nvml/client.h"
+#include "sim/host/host_root.h"
+#include "sim/kube/server.h"
+#include "sim/nvml/machine.h"
+#include "sim/nvml/state.h"
+
+namespace gpuop::mig {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+namespace res = kube::resources;
+
+const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
+constexpr auto kWait = 30s;
+constexpr char kNode[] = "node-1";
+constexpr char kNs[] = "gpu-operator";
+
+constexpr char kConfig[] = R"(version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-enabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+  mixed:
+    - devices: [0, 1]
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2}
+    - devices: [2, 3, 4, 5, 6, 7]
+      mig-enabled: false
+)";
+
+bool InCi() {
+  const char* ci = getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+
+// Pure parts.
+TEST(MigManagerPureTest, ClientLabelsToPause) {
+  Labels node = {{"nvidia.com/gpu.deploy.device-plugin", "true"},
+                 {"nvidia.com/gpu.deploy.gpu-feature-discovery", "false"},
+                 {"nvidia.com/gpu.deploy.dcgm-exporter", kPausedForMigChange},
+                 {"nvidia.com/gpu.deploy.driver", "true"},
+                 {"team", "ml"}};
+  EXPECT_EQ(ClientLabelsToPause(node), (Labels{{"nvidia.com/gpu.deploy.device-plugin", "true"},
+                                               {"nvidia.com/gpu.deploy.dcgm-exporter", "true"}}));
+  EXPECT_EQ(NodeMetadataPatch({{"a", "1"}, {"b", std::nullopt}}, {{"c", std::nullopt}}),
+            Json::parse(R"({"metadata":{"labels":{"a":"1","b":null},"annotations":{"c":null}}})"));
+  EXPECT_EQ(GpuClientPodSelector(),
+            "app in (nvidia-device-plugin-daemonset,gpu-feature-discovery,nvidia-dcgm-exporter,"
+            "nvidia-dcgm)");
+}
+
+TEST(MigManagerPureTest, ValidateNamesTheMissingPiece) {
+  ManagerOptions o;
+  EXPECT_NE(ValidateManagerOptions(o).message().find("NODE_NAME"), std::string::npos);
+  o.node_name = "n";
+  EXPECT_NE(ValidateManagerOptions(o).message().find("API server"), std::string::npos);
+}
+
+class MigManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/migmgr-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    setenv("GPUOP_SIM_MACHINE", "dgx-h100", 1);
+    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
+    setenv("GPUOP_SIM_SEED", "mig-manager-test", 1);
+    auto store = sim::OpenStateFromEnv(true);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    ASSERT_TRUE(WriteFileAtomic(dir_ + "/config.yaml", kConfig).ok());
+
+    simkube::ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
+    so.threads = 16;
+    auto server = simkube::ApiServer::Start(std::move(so));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    kube::RestConfig rc;
+    rc.server = server_->url();
+    rc.qps = 0;
+    auto client = kube::Client::New(rc);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(client).value();
+
+    Json node{{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata",
+               {{"name", kNode},
+                {"labels",
+                 {{"nvidia.com/gpu.deploy.device-plugin", "true"},
+                  {"nvidia.com/gpu.deploy.gpu-feature-discovery", "true"},
+                  {"nvidia.com/gpu.deploy.dcgm-exporter", "true"},
+                  {"nvidia.com/gpu.deploy.dcgm", "false"},
+                  {"team", "ml"}}}}}};
+    ASSERT_TRUE(client_->Create(res::kNodes, "", node).ok());
+    Json ns{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kNs}}}};
+    ASSERT_TRUE(client_->Create(res::kNamespaces, "", ns).ok());
+  }
+
+  void TearDown() override {
+    StopManager();
+    StopDaemonSets();
+    client_.reset();
+    server_.reset();
+    store_.reset();
+    unsetenv("GPUOP_SIM_MACHINE");
+    unsetenv("GPUOP_SIM_STATE");
+    unsetenv("GPUOP_SIM_SEED");
+    std::filesystem::remove_all(dir_);
+  }
+
+  ManagerOptions Options() {
+    ManagerOptions o;
+    o.node_name = kNode;
+    o.client = client_.get();
+    o.open_nvml = [] { return nvml::Client::Open(kSim); };
+    o.config_file = dir_ + "/config.yaml";
+    o.host_root = dir_ + "/host";
+    o.clients_namespace = kNs;
+    o.clients_timeout = 20s;
+    o.poll_interval = 20ms;
+    o.config_check_interval = 100ms;
+    o.node_sync_timeout = 5s;
+    o.gpu_reset = [this](unsigned gpu, const std::string&) { return sim::ResetGpu(*store_, gpu); };
+    return o;
+  }
+
+  // Plays the DaemonSet controller for the three GPU clients: a pod per
+  // client on the node while its deploy label is "true", none otherwise.
+  void StartDaemonSets() {
+    ds_thread_ = std::jthread([this](std::stop_token stop) {
+      const std::map<std::string, std::string> apps = {
+          {"nvidia.com/gpu.deploy.device-plugin", "nvidia-device-plugin-daemonset"},
+          {"nvidia.com/gpu.deploy.gpu-feature-discovery", "gpu-feature-discovery"},
+          {"nvidia.com/gpu.deploy.dcgm-exporter", "nvidia-dcgm-exporter"}};
+      while (!stop.stop_requested()) {
+        auto node = client_->Get(res::kNodes, "", kNode);
+        if (node.ok()) {
+          for (const auto& [label, app] : apps) {
+            const bool want = kube::Label(*node, label).value_or("") == "true";
+            const std::string pod = app + "-x";
+            auto have = client_->Get(res::kPods, kNs, pod);
+            if (want && !have.ok()) {
+              Json p{{"apiVersion", "v1"},
+                     {"kind", "Pod"},
+                     {"metadata", {{"name", pod}, {"labels", {{"app", app}}}}},
+                     {"spec",
+                      {{"nodeName", kNode},
+                       {"containers", Json::array({{{"name", "c"}, {"image", "gpuop"}}})}}}};
+              if (client_->Create(res::kPods, kNs, p).ok()) ++pods_created_;
+            } else if (!want && have.ok()) {
+              kube::DeleteOptions d;
+              d.grace_period_seconds = 0;
+              if (client_->Delete(res::kPods, kNs, pod, d).ok()) ++pods_deleted_;
+            }
+          }
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+    });
+  }
+  void StopDaemonSets() {
+    if (ds_thread_.joinable()) {
+      ds_thread_.request_stop();
+      ds_thread_.join();
+    }
+  }
+
+  // Records every distinct value of the state label and of the device
+  // plugin's deploy label, in order.
+  void StartRecorder() {
+    rec_thread_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        auto node = client_->Get(res::kNodes, "", kNode);
+        if (node.ok()) {
+          std::lock_guard lock(rec_mu_);
+          auto push = [](std::vector<std::string>& seq, std::string v) {
+            if (seq.empty() || seq.back() != v) seq.push_back(std::move(v));
+          };
+          push(states_, kube::Label(*node, kStateLabel).value_or(""));
+          push(plugin_label_,
+               kube::Label(*node, "nvidia.com/gpu.deploy.device-plugin").value_or(""));
+        }
+        std::this_thread::sleep_for(5ms);
+      }
+    });
+  }
+
+  void StartManager(ManagerOptions o) {
+    manager_ = std::make_unique<Manager>(std::move(o));
+    manager_thread_ = std::jthread([this](std::stop_token stop) {
+      Status s = manager_->Run(stop);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    });
+  }
+  void StopManager() {
+    if (manager_thread_.joinable()) {
+      manager_thread_.request_stop();
+      manager_thread_.join();
+    }
+    if (rec_thread_.joinable()) {
+      rec_thread_.request_stop();
+      rec_thread_.join();
+    }
+  }
+
+  void SetConfigLabel(const std::string& name) {
+    ASSERT_TRUE(client_
+                    ->Patch(res::kNodes, "", kNode, kube::PatchType::kMerge,
+                            NodeMetadataPatch({{kConfigLabel, name}}))
+                    .ok());
+  }
+  std::string NodeLabel(const std::string& key) {
+    auto node = client_->Get(res::kNodes, "", kNode);
+    return node.ok() ? kube::Label(*node, key).value_or("") : "<error>";
+  }
+  std::string NodeAnnotation(const std::string& key) {
+    auto node = client_->Get(res::kNodes, "", kNode);
+    return node.ok() ? kube::Annotation(*node, key).value_or("") : "<error>";
+  }
+  bool WaitForState(const std::string& want) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (NodeLabel(kStateLabel) == want) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  Status Assert(const std::string& name) {
+    auto nvml = nvml::Client::Open(kSim);
+    if (!nvml.ok()) return nvml.status();
+    auto text = ReadFile(dir_ + "/config.yaml");
+    auto file = ParseConfig(*text, "config.yaml");
+    if (!file.ok()) return file.status();
+    return AssertConfig(**nvml, *file, name, false);
+  }
+  std::vector<std::string> States() {
+    std::lock_guard lock(rec_mu_);
+    return states_;
+  }
+  std::vector<std::string> PluginLabels() {
+    std::lock_guard lock(rec_mu_);
+    return plugin_label_;
+  }
+
+  std::string dir_;
+  std::unique_ptr<sim::StateStore> store_;
+  std::unique_ptr<simkube::ApiServer> server_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Manager> manager_;
+  std::jthread manager_thread_, ds_thread_, rec_thread_;
+  std::atomic<int> pods_created_{0}, pods_deleted_{0};
+  std::mutex rec_mu_;
+  std::vector<std::string> states_, plugin_label_;
+};
+
+// The day/night switch as a user makes it: pending → success, the clients
+// paused while their pods leave and back afterwards, the layout and the CDI
+// spec follow, the name is kept for the next boot.
+TEST_F(MigManagerTest, LabelChangeAppliesWithClientsPausedAndRestored) {
+  auto machine = sim::LoadMachine("dgx-h100", dir_);
+  ASSERT_TRUE(machine.ok()) << machine.status().ToString();
+  auto plan = sim::PlanHostRoot(*machine, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto written = sim::WriteHostRoot(dir_ + "/host", *plan);
+  if (!written.ok() && !InCi()) GTEST_SKIP() << written.status().message();
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+
+  StartDaemonSets();
+  StartRecorder();
+  ManagerOptions o = Options();
+  o.cdi_output = "/var/run/cdi/nvidia.yaml";
+  o.cdi.host_root = o.host_root;
+  o.cdi.hook_path = "/usr/local/nvidia/toolkit/gpuop";
+  StartManager(o);
+
+  // all-1g.10gb is not in the file: generated for the H100s.
+  SetConfigLabel("all-1g.10gb");
+  ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
+  {  // the file lacks all-1g.10gb: the GPUs themselves
+    auto nvml = nvml::Client::Open(kSim);
+    ASSERT_TRUE(nvml.ok());
+    auto gpus = (*nvml)->Gpus();
+    ASSERT_TRUE(gpus.ok());
+    for (const auto& g : *gpus) {
+      EXPECT_TRUE(g.mig_enabled) << g.index;
+      ASSERT_EQ(g.mig_devices.size(), 7u) << g.index;
+      for (const auto& m : g.mig_devices) EXPECT_EQ(m.profile, "1g.10gb");
+    }
+  }
+  auto states = States();
+  ASSERT_GE(states.size(), 2u);
+  EXPECT_EQ(states[states.size() - 2], "pending");
+  EXPECT_EQ(states.back(), "success");
+  EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true", kPausedForMigChange, "true"}));
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.gpu-feature-discovery"), "true");
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.dcgm-exporter"), "true");
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.dcgm"), "false");  // "false" is never touched
+  EXPECT_EQ(NodeLabel("team"), "ml");
+  EXPECT_GE(pods_deleted_.load(), 3);
+  EXPECT_EQ(NodeAnnotation(kFailureAnnotation), "");
+
+  // The CDI spec names the new MIG devices; the name is kept for a reboot.
+  auto spec = ReadFile(dir_ + "/host/var/run/cdi/nvidia.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_NE(spec->find("MIG-"), std::string::npos);
+  EXPECT_NE(spec->find("name: \"7:6\""), std::string::npos) << spec->substr(0, 2000);
+  auto kept = ReadFile(dir_ + "/host/etc/nvidia-mig-manager/selected-config");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "all-1g.10gb\n");
+
+  // Night: whole GPUs again (pending, then success once more).
+  const int deleted = pods_deleted_.load();
+  const size_t seen = States().size();
+  SetConfigLabel("all-disabled");
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(States().size() >= seen + 2 && States().back() == "success")) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(States().back(), "success") << NodeAnnotation(kFailureAnnotation);
+  EXPECT_EQ(States()[seen], "pending");
+  EXPECT_TRUE(Assert("all-disabled").ok()) << Assert("all-disabled").ToString();
+  EXPECT_GT(pods_deleted_.load(), deleted);
+  spec = ReadFile(dir_ + "/host/var/run/cdi/nvidia.yaml");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->find("MIG-"), std::string::npos);
+}
+
+// A config already in force: success at once, no client disturbed.
+TEST_F(MigManagerTest, AlreadyAppliedTouchesNothing) {
+  StartDaemonSets();
+  StartRecorder();
+  SetConfigLabel("all-disabled");
+  StartManager(Options());
+  ASSERT_TRUE(WaitForState("success"));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true"}));
+  EXPECT_EQ(pods_deleted_.load(), 0);
+}
+
+// A name no config has: failed with the reason; nothing paused or changed.
+TEST_F(MigManagerTest, UnknownConfigFailsWithoutTouchingAnything) {
+  StartDaemonSets();
+  StartRecorder();
+  StartManager(Options());
+  SetConfigLabel("all-2g.99gb");
+  ASSERT_TRUE(WaitForState("failed"));
+  EXPECT_NE(NodeAnnotation(kFailureAnnotation).find("all-2g.99gb"), std::string::npos)
+      << NodeAnnotation(kFailureAnnotation);
+  EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true"}));
+  EXPECT_EQ(pods_deleted_.load(), 0);
+  EXPECT_TRUE(Assert("all-disabled").ok());
+
+  // Fixing the label clears the failure.
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
+  EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
+  EXPECT_EQ(NodeAnnotation(kFailureAnnotation), "");
+}
+
+// The GPU reset the new mode needs fails mid-apply: failed, the previous
+// layout (MIG off, nothing pending) back, the clients' labels restored.
+TEST_F(MigManagerTest, FailureMidApplyRollsBackAndRestoresLabels) {
+  StartDaemonSets();
+  StartRecorder();
+  ManagerOptions o = Options();
+  std::atomic<int> resets{0};
+  o.gpu_reset = [&resets](unsigned gpu, const std::string&) {
+    ++resets;
+    return Internal("nvidia-smi: GPU " + std::to_string(gpu) + " is in use");
+  };
+  StartManager(o);
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("failed"));
+  EXPECT_GE(resets.load(), 1);
+  const std::string reason = NodeAnnotation(kFailureAnnotation);
+  EXPECT_NE(reason.find("in use"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("previous layout is back"), std::string::npos) << reason;
+  EXPECT_TRUE(Assert("all-disabled").ok()) << Assert("all-disabled").ToString();
+  auto nvml = nvml::Client::Open(kSim);
+  ASSERT_TRUE(nvml.ok());
+  for (const auto& g : *(*nvml)->Gpus()) EXPECT_FALSE(g.mig_pending) << g.index;
+  EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true", kPausedForMigChange, "true"}));
+  auto states = States();
+  EXPECT_EQ(states.back(), "failed");
+  EXPECT_NE(std::find(states.begin(), states.end(), "pending"), states.end());
+}
+
+// Clients that never leave: failed after the timeout, never stuck pending.
+TEST_F(MigManagerTest, ClientsThatDoNotLeaveTimeOut) {
+  Json pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "stuck"}, {"labels", {{"app", "nvidia-dcgm-exporter"}}}}},
+      {"spec",
+       {{"nodeName", kNode}, {"containers", Json::array({{{"name", "c"}, {"image", "gpuop"}}})}}}};
+  ASSERT_TRUE(client_->Create(res::kPods, kNs, pod).ok());
+  ManagerOptions o = Options();
+  o.clients_timeout = 500ms;
+  StartManager(o);
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("failed"));
+  EXPECT_NE(NodeAnnotation(kFailureAnnotation).find("stuck"), std::string::npos)
+      << NodeAnnotation(kFailureAnnotation);
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.dcgm-exporter"), "true");
+  EXPECT_TRUE(Assert("all-disabled").ok());
+}
+
+// WITH_REBOOT when no reset can be done: state rebooting, the reboot runs;
+// the manager that starts after it (the label unchanged) applies the kept
+// config and ends in success.
+TEST_F(MigManagerTest, RebootWhenNoResetThenApplyAtStart) {
+  StartDaemonSets();
+  ManagerOptions o = Options();
+  o.gpu_reset = nullptr;
+  o.with_reboot = true;
+  std::atomic<int> reboots{0};
+  o.reboot = [this, &reboots] {
+    ++reboots;
+    for (unsigned g = 0; g < 8; ++g) {  // what a reboot does to the GPUs
+      if (Status s = sim::ResetGpu(*store_, g); !s.ok()) return s;
+    }
+    return Status::Ok();
+  };
+  StartManager(o);
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("rebooting"));
+  EXPECT_EQ(reboots.load(), 1);
+  StopManager();
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.device-plugin"), kPausedForMigChange);
+
+  // After the reboot: a new manager.
+  StartManager(Options());
+  ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
+  EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.device-plugin"), "true");
+}
+
+}  // namespace
+}  // namespace gpuop::mig
