@@ -1390,6 +1390,18 @@ nvmlReturn_t ResolveProfileById(nvmlDevice_t device, unsigned profile_id, Ctx* c
   return *out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
+// The fault of sim::InjectMigCreateFailure: counts down the creates it lets
+// through and fails the next one.
+bool TakeInjectedCreateFailure(GpuRuntime& g) {
+  if (g.mig_create_fails_after < 0) return false;
+  if (g.mig_create_fails_after > 0) {
+    --g.mig_create_fails_after;
+    return false;
+  }
+  g.mig_create_fails_after = -1;
+  return true;
+}
+
 nvmlReturn_t CreateGi(nvmlDevice_t device, unsigned profile_id,
                       const nvmlGpuInstancePlacement_t* placement, nvmlGpuInstance_t* out) {
   Ctx c;
@@ -1411,8 +1423,10 @@ nvmlReturn_t CreateGi(nvmlDevice_t device, unsigned profile_id,
     GpuRuntime& g = s.gpus[index];
     if (g.lost) return NVML_ERROR_GPU_IS_LOST;
     if (!g.mig_current) return NVML_ERROR_NOT_SUPPORTED;
+    if (TakeInjectedCreateFailure(g)) return NVML_ERROR_INSUFFICIENT_RESOURCES;
     MigVerdict v = gpuop::sim::PlanGpuInstance(model, g.gis, *profile, start, &created);
     if (v != MigVerdict::kOk) return VerdictToReturn(v);
+    ++g.mig_creates;
     created.serial = s.next_serial++;
     auto pos = std::lower_bound(g.gis.begin(), g.gis.end(), created.id,
                                 [](const GiRecord& a, unsigned id) { return a.id < id; });
@@ -1585,6 +1599,7 @@ nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance) {
       if (it == gis.end()) return NVML_ERROR_NOT_FOUND;
       if (!it->cis.empty()) return NVML_ERROR_IN_USE;
       gis.erase(it);
+      ++s.gpus[index].mig_destroys;
       return NVML_SUCCESS;
     });
   });
@@ -1650,8 +1665,10 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
         return x.id == gi_id && x.serial == gi_serial;
       });
       if (it == g.gis.end()) return NVML_ERROR_NOT_FOUND;
+      if (TakeInjectedCreateFailure(g)) return NVML_ERROR_INSUFFICIENT_RESOURCES;
       MigVerdict v = gpuop::sim::PlanComputeInstance(gi_profile, *it, profileId, &created);
       if (v != MigVerdict::kOk) return VerdictToReturn(v);
+      ++g.mig_creates;
       created.serial = s.next_serial++;
       auto pos = std::lower_bound(it->cis.begin(), it->cis.end(), created.id,
                                   [](const CiRecord& a, unsigned id) { return a.id < id; });
@@ -1731,6 +1748,7 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance) {
       });
       if (ci == gi->cis.end()) return NVML_ERROR_NOT_FOUND;
       gi->cis.erase(ci);
+      ++s.gpus[index].mig_destroys;
       return NVML_SUCCESS;
     });
   });

@@ -121,6 +121,9 @@ std::string SerializeState(const SimState& s) {
                     {"remapPending", g.remap_pending},
                     {"pcieReplays", g.pcie_replays},
                     {"recoveryAction", g.recovery_action},
+                    {"migCreates", g.mig_creates},
+                    {"migDestroys", g.mig_destroys},
+                    {"migCreateFailsAfter", g.mig_create_fails_after},
                     {"gpuInstances", gis}});
   }
   json events = json::array();
@@ -177,6 +180,9 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
       r.pcie_replays = g.at("pcieReplays").get<unsigned>();
       // Absent in files written before the field existed.
       r.recovery_action = g.value("recoveryAction", 0u);
+      r.mig_creates = g.value("migCreates", uint64_t{0});
+      r.mig_destroys = g.value("migDestroys", uint64_t{0});
+      r.mig_create_fails_after = g.value("migCreateFailsAfter", int64_t{-1});
       for (const auto& gi : g.at("gpuInstances")) r.gis.push_back(GiFromJson(gi));
       s.gpus.push_back(std::move(r));
     }
@@ -542,6 +548,14 @@ Status MarkGpuLost(StateStore& store, unsigned gpu) {
 
 Status ResetGpu(StateStore& store, unsigned gpu) {
   return store.Update([&](SimState& s) { return ApplyReset(store.machine(), s, gpu); });
+}
+
+Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after) {
+  return store.Update([&](SimState& s) -> Status {
+    GPUOP_RETURN_IF_ERROR(CheckGpu(store.machine(), s, gpu));
+    s.gpus[gpu].mig_create_fails_after = after;
+    return Status::Ok();
+  });
 }
 
 Status SetDriverLoaded(StateStore& store, bool loaded) {

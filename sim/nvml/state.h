@@ -69,6 +69,11 @@ struct GpuRuntime {
   // one of kRecovery*. Set by faults (RecoveryActionForXid), cleared by the
   // reset or driver reload it asks for: the evidence a health check reads.
   unsigned recovery_action = 0;
+  // NVML calls that created or destroyed a GPU or compute instance on this
+  // GPU (what a MIG change cost), and a fault: when >= 0, that many more
+  // creates succeed and the next fails with INSUFFICIENT_RESOURCES (then -1).
+  uint64_t mig_creates = 0, mig_destroys = 0;
+  int64_t mig_create_fails_after = -1;
   std::vector<GiRecord> gis;  // sorted by id
   bool operator==(const GpuRuntime&) const = default;
 };
@@ -170,6 +175,9 @@ Status MarkGpuLost(StateStore& store, unsigned gpu);
 // and a recovery action of "reset" (not one of "reboot": that takes a driver
 // reload, SetDriverLoaded).
 Status ResetGpu(StateStore& store, unsigned gpu);
+// The next MIG create on `gpu` after `after` more successful ones fails with
+// NVML_ERROR_INSUFFICIENT_RESOURCES (a fault in the middle of an apply).
+Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after);
 // Driver unload/load. Unload destroys every MIG instance (they do not survive
 // the module); load resets every GPU. nvmlInit fails while unloaded.
 Status SetDriverLoaded(StateStore& store, bool loaded);

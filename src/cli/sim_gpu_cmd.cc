@@ -20,6 +20,7 @@ struct InjectOptions {
   std::optional<unsigned> gi, ci;
   std::string ecc;
   bool lost = false;
+  std::optional<unsigned> mig_create_fails_after;
 };
 
 // Opens the node's state, runs `op` on it and reports the outcome.
@@ -46,13 +47,17 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
   gpu->require_subcommand(1);
 
   auto in = std::make_shared<InjectOptions>();
-  auto* inject = gpu->add_subcommand("inject", "Inject an XID, an ECC error or a lost GPU");
+  auto* inject = gpu->add_subcommand(
+      "inject", "Inject an XID, an ECC error, a lost GPU or a failing MIG create");
   inject->add_option("--gpu", in->gpu, "GPU index")->required();
   auto* fault = inject->add_option_group("fault", "What to inject (exactly one)");
   auto* xid = fault->add_option("--xid", in->xid, "XID number, e.g. 13, 31, 48, 79");
   fault->add_option("--ecc", in->ecc, "ECC error: single (correctable) or double")
       ->check(CLI::IsMember({"single", "double"}));
   fault->add_flag("--lost", in->lost, "The GPU falls off the bus (XID 79)");
+  fault->add_option("--mig-create-fails-after", in->mig_create_fails_after,
+                    "After N more successful MIG instance creates, the next fails "
+                    "(INSUFFICIENT_RESOURCES)");
   fault->require_option(1);
   auto* gi = inject->add_option("--gi", in->gi, "GPU instance id of the MIG device (with --xid)");
   auto* ci =
@@ -64,6 +69,9 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
       return RunControl([&](sim::StateStore& store) {
         if (in->xid) return sim::InjectXid(store, in->gpu, *in->xid, in->gi, in->ci);
         if (!in->ecc.empty()) return sim::InjectEcc(store, in->gpu, in->ecc == "double");
+        if (in->mig_create_fails_after) {
+          return sim::InjectMigCreateFailure(store, in->gpu, *in->mig_create_fails_after);
+        }
         return sim::MarkGpuLost(store, in->gpu);
       });
     };

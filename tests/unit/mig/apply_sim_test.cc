@@ -180,6 +180,14 @@ TEST_F(MigSimTest, ChangeOnOneGpuLeavesTheOthersUntouched) {
   ASSERT_TRUE(Apply(defaults, "all-1g.10gb").ok());
   auto before = Serials();
   ASSERT_EQ(before.size(), 8u);
+  auto calls = [this] {  // the simulator's create + destroy calls per GPU
+    std::vector<uint64_t> out;
+    auto s = store_->Read();
+    EXPECT_TRUE(s.ok());
+    for (const auto& g : (*s)->gpus) out.push_back(g.mig_creates + g.mig_destroys);
+    return out;
+  };
+  const std::vector<uint64_t> calls_before = calls();
 
   auto f = ParseConfig(
       "version: v1\n"
@@ -215,6 +223,12 @@ TEST_F(MigSimTest, ChangeOnOneGpuLeavesTheOthersUntouched) {
   for (uint64_t s : after[3]) (before[3].contains(s) ? kept : added).push_back(s);
   EXPECT_EQ(kept.size(), 4u);
   EXPECT_EQ(added.size(), 4u);
+  // NVML calls as the simulator counted them: only GPU 3's, 5 CI + 5 GI
+  // destroys and 2 GI + 2 CI creates.
+  const std::vector<uint64_t> calls_after = calls();
+  for (unsigned i = 0; i < 8; ++i) {
+    EXPECT_EQ(calls_after[i] - calls_before[i], i == 3 ? 14u : 0u) << "GPU " << i;
+  }
   EXPECT_TRUE(AssertConfig(*client_, *f, "one-balanced", false).ok());
 }
 

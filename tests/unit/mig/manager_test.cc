@@ -419,6 +419,30 @@ TEST_F(MigManagerTest, FailureMidApplyRollsBackAndRestoresLabels) {
   EXPECT_NE(std::find(states.begin(), states.end(), "pending"), states.end());
 }
 
+// An NVML create fails in the middle of the apply (GPU 1, after GPU 0 was
+// done): failed, and both GPUs are back to the previous layout.
+TEST_F(MigManagerTest, NvmlFaultMidApplyRestoresThePreviousLayout) {
+  StartDaemonSets();
+  StartRecorder();
+  StartManager(Options());
+  SetConfigLabel("all-enabled");
+  ASSERT_TRUE(WaitForState("success"));
+  ASSERT_TRUE(sim::InjectMigCreateFailure(*store_, 1, 1).ok());
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("failed"));
+  const std::string reason = NodeAnnotation(kFailureAnnotation);
+  EXPECT_NE(reason.find("GPU 1"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("previous layout is back"), std::string::npos) << reason;
+  EXPECT_TRUE(Assert("all-enabled").ok()) << Assert("all-enabled").ToString();
+  auto nvml = nvml::Client::Open(kSim);
+  ASSERT_TRUE(nvml.ok());
+  auto gpus = (*nvml)->Gpus();
+  ASSERT_TRUE(gpus.ok());
+  for (const auto& g : *gpus) EXPECT_TRUE(g.mig_devices.empty()) << g.index;
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.device-plugin"), "true");
+  EXPECT_EQ(PluginLabels().back(), "true");
+}
+
 // Clients that never leave: failed after the timeout, never stuck pending.
 TEST_F(MigManagerTest, ClientsThatDoNotLeaveTimeOut) {
   Json pod{
