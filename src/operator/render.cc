@@ -760,8 +760,9 @@ void RenderGfd(const RenderInput& in, std::vector<RenderedObject>& out) {
                              DeploySelector(Component::kGpuFeatureDiscovery), std::move(pod))));
 }
 
-// mig-parted format (facts/node.md §4.1); the MIG manager issue adds the
-// per-model layouts.
+// mig-parted format (facts/node.md §4.1). The per-model layouts (all-1g.10gb,
+// all-balanced, ...) need no entry here: the MIG manager generates the ones a
+// name asks for from the GPUs it finds (mig/manager.h).
 constexpr const char* kDefaultMigConfig =
     "version: v1\n"
     "mig-configs:\n"
@@ -787,11 +788,15 @@ void RenderMigManager(const RenderInput& in, std::vector<RenderedObject>& out) {
   }
   Json pod = BasePodSpec(in, spec, true);
   Json& vols = pod["volumes"];
-  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
-                          EnvValue("CONFIG_FILE", "/mig-parted-config/config.yaml"),
-                          EnvValue("WITH_REBOOT", "false"),
-                          EnvValue("CDI_ENABLED", p.cdi_enabled ? "true" : "false"),
-                          EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p))});
+  Json env = Json::array(
+      {EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+       EnvValue("CONFIG_FILE", "/mig-parted-config/config.yaml"), EnvValue("WITH_REBOOT", "false"),
+       EnvValue("CDI_ENABLED", p.cdi_enabled ? "true" : "false"),
+       EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
+       // where the GPU clients it pauses run
+       EnvValue("DEFAULT_GPU_CLIENTS_NAMESPACE", in.env.namespace_),
+       // the hook path of the CDI spec it regenerates
+       EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
   std::string clients = StringField(Field(spec.settings, "gpuClientsConfig"), "name");
   if (!clients.empty()) env.push_back(EnvValue("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"));
   Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env, true, true);

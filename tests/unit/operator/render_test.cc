@@ -972,6 +972,8 @@ TEST(RenderTest, MigManagerConfigMaps) {
   EXPECT_EQ(EnvOf(ctr, "CDI_ENABLED"), "true");
   EXPECT_EQ(EnvOf(ctr, "WITH_REBOOT"), "false");
   EXPECT_EQ(EnvOf(ctr, "GPU_CLIENTS_FILE"), "");
+  EXPECT_EQ(EnvOf(ctr, "DEFAULT_GPU_CLIENTS_NAMESPACE"), "gpu-operator");
+  EXPECT_EQ(EnvOf(ctr, "GPUOP_TOOLKIT_INSTALL_DIR"), "/usr/local/nvidia/toolkit");
 
   // A user-named config is the user's: mounted, never created.
   Json cp = LoadSample("clusterpolicy.yaml");
