@@ -156,7 +156,9 @@ ReconcileOutcome Manager::Fail(const std::string& name, const std::string& reaso
   LogError("MIG config not applied",
            {{"config", name}, {"node", options_.node_name}, {"reason", reason}});
   if (Status s = PatchNode({{kStateLabel, "failed"}}, {{kFailureAnnotation, reason}}); !s.ok()) {
-    LogError("setting mig.config.state=failed", {{"error", s}});
+    // The API server is away: nobody can see this outcome; try again later.
+    LogError("setting mig.config.state=failed; retrying the config later", {{"error", s}});
+    return {"", reason, false, /*retry=*/true};
   }
   Notify(true, "MigConfigFailed", "mig.config=" + name + ": " + reason);
   return {"failed", reason, false};
@@ -176,12 +178,20 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
   // A name the file lacks may be one of the layouts generated for these GPUs
   // (all-1g.10gb, all-balanced, ...), as upstream does without CONFIG_FILE.
   if (!file->configs.contains(name)) {
-    if (auto state = ReadState(gpus); state.ok()) {
-      ConfigFile defaults = DefaultConfigs(*state);
-      if (auto it = defaults.configs.find(name); it != defaults.configs.end()) {
-        file->configs[name] = it->second;
-      }
+    auto state = ReadState(gpus);
+    if (!state.ok()) return Fail(name, "NVML: " + state.status().message());
+    ConfigFile defaults = DefaultConfigs(*state);
+    auto it = defaults.configs.find(name);
+    if (it == defaults.configs.end()) {
+      std::vector<std::string> in_file, generated;
+      for (const auto& [n, _] : file->configs) in_file.push_back(n);
+      for (const auto& [n, _] : defaults.configs) generated.push_back(n);
+      return Fail(name, "mig-config \"" + name + "\" is neither in " + options_.config_file + " (" +
+                            Join(in_file, ", ") +
+                            ") nor among the layouts generated for these GPUs (" +
+                            Join(generated, ", ") + ")");
     }
+    file->configs[name] = it->second;
   }
   auto prepared = Prepare(gpus, *file, name, false);
   if (!prepared.ok()) return Fail(name, prepared.status().message());
@@ -201,7 +211,7 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
       }
     }
     if (Status s = PatchNode(edits, {{kFailureAnnotation, std::nullopt}}); !s.ok()) {
-      return {"", s.message(), false};
+      return {"", s.message(), false, /*retry=*/true};
     }
     LogInfo("MIG config already applied", {{"config", name}});
     return {"success", "already applied", false};
@@ -211,14 +221,19 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
   if (Status s = Persist(name, *text); !s.ok()) {
     return Fail(name, "keeping the selected config under the host root: " + s.message());
   }
-  if (Status s = PatchNode({{kStateLabel, "pending"}}); !s.ok()) return Fail(name, s.message());
+  // Nothing is touched yet: an API server that cannot be reached (after a
+  // reboot, say) means trying again later, not a failed config.
+  if (Status s = PatchNode({{kStateLabel, "pending"}}); !s.ok()) {
+    LogWarn("cannot report mig.config.state=pending; retrying", {{"error", s}});
+    return {"", s.message(), false, /*retry=*/true};
+  }
   auto previous = Export(gpus, "gpuop-previous-layout");
   if (!previous.ok())
     return Fail(name, "reading the current layout: " + previous.status().message());
 
   // Pause the GPU clients; their previous values come back whatever happens.
   auto node = options_.client->Get(kube::resources::kNodes, "", options_.node_name);
-  if (!node.ok()) return Fail(name, node.status().message());
+  if (!node.ok()) return {"", node.status().message(), false, /*retry=*/true};
   const Labels restore = ClientLabelsToPause(kube::Labels(*node));
   LabelEdits pause, unpause;
   for (const auto& [k, v] : restore) {
@@ -288,10 +303,12 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
   const std::string summary = report->Summary();
   if (Status s = PatchNode({{kStateLabel, "success"}}, {{kFailureAnnotation, std::nullopt}});
       !s.ok()) {
-    return {"", s.message(), true};
+    return {"", s.message(), true, /*retry=*/true};
   }
   LogInfo("MIG config applied", {{"config", name}, {"summary", summary}});
-  Notify(false, "MigConfigApplied", "mig.config=" + name + ": " + summary);
+  std::string one_line = summary;  // kubectl describe shows one line of a message
+  std::replace(one_line.begin(), one_line.end(), '\n', ';');
+  Notify(false, "MigConfigApplied", "mig.config=" + name + ": " + one_line);
   return {"success", summary, true};
 }
 
@@ -364,6 +381,9 @@ Status Manager::Run(std::stop_token stop) {
     const std::string config = text.ok() ? *text : "";
     if (!forced && done_name == wanted && done_config == config) continue;
     ReconcileOutcome out = Reconcile(*wanted, stop);
+    // An outcome the API server did not take is tried again at the next
+    // check; anything else waits for a new label, config or SIGHUP.
+    if (out.retry) continue;
     done_name = wanted;
     done_config = config;
     if (out.state == "rebooting") LogInfo("waiting for the reboot");

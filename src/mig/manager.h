@@ -34,7 +34,9 @@
 // Triggers: the label (an informer on the manager's own Node), a change of
 // the config file's content (checked every config_check_interval: ConfigMap
 // volumes change by a symlink swap), and RequestReconcile (SIGHUP). A failed
-// attempt is not retried until one of those changes. At start, the label's
+// attempt is not retried until one of those changes, except when the API
+// server could not be reached to report it (after a reboot, say): then it is
+// tried again at every check until it can. At start, the label's
 // value is used once the Node is read, or else the kept selected-config.
 //
 // Thread-safety: Run on one thread; RequestReconcile from any thread.
@@ -128,6 +130,7 @@ struct ReconcileOutcome {
   std::string state;     // the state label written: success, failed, rebooting
   std::string message;   // summary or failure reason
   bool changed = false;  // the layout was changed (clients were paused)
+  bool retry = false;    // the API server could not be told: try again later
 };
 
 class Manager {

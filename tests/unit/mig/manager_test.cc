@@ -463,6 +463,37 @@ TEST_F(MigManagerTest, ClientsThatDoNotLeaveTimeOut) {
   EXPECT_TRUE(Assert("all-disabled").ok());
 }
 
+// After a reboot the API server is not there yet: the kept config is tried
+// again until it is, then applied and reported.
+TEST_F(MigManagerTest, KeptConfigAppliedOnceTheApiServerIsBack) {
+  const std::string state_dir = dir_ + "/host/etc/nvidia-mig-manager";
+  ASSERT_TRUE(MakeDirs(state_dir).ok());
+  ASSERT_TRUE(WriteFileAtomic(state_dir + "/selected-config", "mixed\n").ok());
+  const int port = server_->port();
+  server_.reset();  // the API server is down
+
+  ManagerOptions o = Options();
+  o.node_sync_timeout = 200ms;
+  StartManager(o);
+  std::this_thread::sleep_for(500ms);  // a few failed tries, nothing applied
+  EXPECT_TRUE(Assert("all-disabled").ok());
+
+  simkube::ServerOptions so;
+  so.listen = "127.0.0.1:" + std::to_string(port);
+  so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
+  auto server = simkube::ApiServer::Start(std::move(so));
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  server_ = std::move(server).value();
+  Json node{{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", {{"name", kNode}, {"labels", {{kConfigLabel, "mixed"}}}}}};
+  ASSERT_TRUE(client_->Create(res::kNodes, "", node).ok());
+  ASSERT_TRUE(WaitForState("success"))
+      << NodeAnnotation(kFailureAnnotation) << " "
+      << client_->Get(res::kNodes, "", kNode).value_or(Json()).dump();
+  EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
+}
+
 // WITH_REBOOT when no reset can be done: state rebooting, the reboot runs;
 // the manager that starts after it (the label unchanged) applies the kept
 // config and ends in success.
