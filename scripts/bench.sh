@@ -60,3 +60,9 @@ printf '%-48s %d.%03d ms  %d KiB  (%d devices, %d bytes)\n' \
 
 echo "== gpuop device-plugin (whole process, sim kubelet)"
 scripts/bench_device_plugin.sh "$build"
+
+echo "== gpuop exporter (whole process: wrk against it and against nginx serving the same bytes)"
+scripts/bench_exporter.sh "$build"
+
+echo "== gpuop mig apply (whole process, simulated dgx-h100: wall time and NVML MIG calls per GPU)"
+scripts/bench_mig.sh "$build"

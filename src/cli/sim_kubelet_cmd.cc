@@ -9,7 +9,9 @@
 // (sim/kubelet/fake_pod_resources.h) on <kubelet-dir>/pod-resources/kubelet.sock,
 // <kubelet-dir> being DIR's parent (the kubelet's layout), answering from FILE.
 // SIGUSR1 re-reads FILE; SIGHUP re-reads it too and restarts that socket as
-// well. A bad FILE at a re-read keeps the previous table.
+// well. A bad FILE at a re-read keeps the previous table. With
+// --log-list-calls it also prints {"event":"pod-resources-calls","list":N,
+// "get":M} when the served call counts change (a client's polling shows).
 #include <pthread.h>
 
 #include <chrono>
@@ -21,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/files.h"
@@ -49,6 +52,7 @@ struct SimKubeletOptions {
   std::string dir;                   // the device-plugins directory
   std::string pod_resources_file;    // empty: no pod-resources API
   std::string pod_resources_socket;  // empty: <DIR's parent>/pod-resources/kubelet.sock
+  bool log_list_calls = false;       // print pod-resources call counts as they change
 };
 
 // The kubelet dir of a device-plugins dir: "/x/var/lib/kubelet/device-plugins/"
@@ -105,6 +109,9 @@ class PodResourcesFromFile {
 
   void Stop() { fake_->Stop(); }
 
+  // List and Get calls served since the socket was (re)started.
+  std::pair<uint64_t, uint64_t> Calls() const { return {fake_->ListCalls(), fake_->GetCalls()}; }
+
  private:
   void Report(size_t entries, const Status& s) {
     out_->Print({{"event", "pod-resources"},
@@ -159,8 +166,15 @@ int RunSimKubelet(const SimKubeletOptions& options) {
   std::mutex mu;
   size_t seen = 0;                          // registrations printed
   std::map<std::string, uint64_t> updates;  // lists printed per resource
+  std::pair<uint64_t, uint64_t> calls_printed{0, 0};
   auto poll = [&] {
     std::lock_guard lock(mu);
+    if (pod_resources && options.log_list_calls) {
+      if (auto calls = pod_resources->Calls(); calls != calls_printed) {
+        calls_printed = calls;
+        out.Print({{"event", "pod-resources-calls"}, {"list", calls.first}, {"get", calls.second}});
+      }
+    }
     auto regs = (*kubelet)->Registrations();
     for (; seen < regs.size(); ++seen) {
       const sim::KubeletRegistration& r = regs[seen];
@@ -210,8 +224,8 @@ int RunSimKubelet(const SimKubeletOptions& options) {
       continue;
     }
     if (sig != SIGHUP) break;
+    std::lock_guard lock(mu);  // the poller reads pod_resources' server
     if (pod_resources) pod_resources->Restart();
-    std::lock_guard lock(mu);
     Status s = (*kubelet)->Restart();
     seen = 0;
     updates.clear();
@@ -248,6 +262,10 @@ void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions&, Action* acti
       ->check(CLI::ExistingFile);
   cmd->add_option("--pod-resources-socket", options->pod_resources_socket,
                   "Where to serve the pod-resources API instead (needs --pod-resources)")
+      ->needs(cmd->get_option("--pod-resources"));
+  cmd->add_flag("--log-list-calls", options->log_list_calls,
+                "Print {\"event\":\"pod-resources-calls\",\"list\":N,\"get\":M} whenever the "
+                "pod-resources calls served change (counts restart with the socket on SIGHUP)")
       ->needs(cmd->get_option("--pod-resources"));
   cmd->callback([action, options] { *action = [options] { return RunSimKubelet(*options); }; });
 }
