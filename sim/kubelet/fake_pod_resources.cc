@@ -1,15 +1,10 @@
 #include "sim/kubelet/fake_pod_resources.h"
 
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -18,6 +13,7 @@
 
 #include "base/files.h"
 #include "base/log.h"
+#include "kubelet/unix_socket.h"
 #include "podresources/v1/api.grpc.pb.h"
 
 namespace gpuop::sim {
@@ -25,21 +21,9 @@ namespace {
 
 using kubelet::ContainerDevices;
 
-constexpr size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
 // How often a stalled call looks whether its client gave up.
 constexpr auto kStallCheck = std::chrono::milliseconds(10);
-
-struct FileId {
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
-
-std::optional<FileId> StatId(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileId{st.st_dev, st.st_ino};
-}
 
 // The assignments of one pod as the kubelet reports them: containers in order
 // of first appearance, each with its resources' devices.
@@ -123,27 +107,12 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
   // --- owner side ---
 
   Status Serve() {
-    // gRPC unlinks the path it bound on shutdown, whoever owns it by then:
-    // bind a private name and rename it into place (see DevicePluginServer).
-    static std::atomic<unsigned> counter{0};
-    std::string bind_path = DirName(socket_path_) + "/.gpuop-pr-" + std::to_string(::getpid()) +
-                            "-" + std::to_string(counter.fetch_add(1));
-    if (bind_path.size() > kMaxUnixSocketPath) bind_path = socket_path_;
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + bind_path, grpc::InsecureServerCredentials());
     builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_) {
-      return Unavailable("fake pod-resources socket " + socket_path_ +
-                         ": gRPC could not listen on it; is the directory writable?");
-    }
-    if (bind_path != socket_path_ && ::rename(bind_path.c_str(), socket_path_.c_str()) != 0) {
-      Status err = Internal("fake pod-resources socket " + socket_path_ + ": renaming " +
-                            bind_path + " into place: " + std::strerror(errno));
-      ::unlink(bind_path.c_str());
-      return err;
-    }
-    socket_id_ = StatId(socket_path_);
+    auto served = kubelet::ServeOnUnixSocket(builder, socket_path_, "fake pod-resources socket");
+    if (!served.ok()) return served.status();
+    server_ = std::move(served->server);
+    socket_id_ = served->socket_id;
     return Status::Ok();
   }
 
@@ -180,11 +149,7 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
       server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
       server_->Wait();
     }
-    // Only our own socket: a successor may already serve on this path.
-    auto id = StatId(socket_path_);
-    if (id && socket_id_ && id->dev == socket_id_->dev && id->ino == socket_id_->ino) {
-      ::unlink(socket_path_.c_str());
-    }
+    kubelet::RemoveOwnUnixSocket(socket_path_, socket_id_);
   }
 
   uint64_t ListCalls() const { return list_calls_.load(); }
@@ -206,7 +171,7 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
 
   const std::string socket_path_;
   std::unique_ptr<grpc::Server> server_;
-  std::optional<FileId> socket_id_;
+  std::optional<kubelet::SocketFileId> socket_id_;
 
   std::mutex stop_mu_;
   bool stopped_ = false;  // guarded by stop_mu_
@@ -222,17 +187,8 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
 };
 
 Result<std::unique_ptr<FakePodResources>> FakePodResources::Start(std::string socket_path) {
-  if (socket_path.empty() || socket_path.size() > kMaxUnixSocketPath) {
-    return InvalidArgument("fake pod-resources socket path \"" + socket_path + "\" must be 1 to " +
-                           std::to_string(kMaxUnixSocketPath) +
-                           " bytes long (a unix socket limit); use a shorter directory");
-  }
+  GPUOP_RETURN_IF_ERROR(kubelet::CheckUnixSocketPath(socket_path, "fake pod-resources socket"));
   GPUOP_RETURN_IF_ERROR(MakeDirs(DirName(socket_path)));
-  // A socket left by a previous run would make bind fail.
-  if (::unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-    return PermissionDenied("removing the stale pod-resources socket " + socket_path + ": " +
-                            std::strerror(errno));
-  }
   auto impl = std::make_unique<Impl>(std::move(socket_path));
   Status s = impl->Serve();
   if (!s.ok()) {

@@ -2,12 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -18,6 +14,7 @@
 #include "base/log.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kubelet/proto_convert.h"
+#include "kubelet/unix_socket.h"
 
 namespace gpuop::kubelet {
 namespace {
@@ -25,21 +22,8 @@ namespace {
 using deviceplugin::ContainerAllocation;
 using deviceplugin::PluginDevice;
 
-// sun_path holds 108 bytes including the terminating NUL.
-constexpr size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 // How long in-flight calls get once Stop() has begun.
 constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
-
-struct FileId {
-  dev_t dev = 0;
-  ino_t ino = 0;
-};
-
-std::optional<FileId> StatId(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileId{st.st_dev, st.st_ino};
-}
 
 }  // namespace
 
@@ -236,31 +220,12 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   // --- owner side ---
 
   Status Serve() {
-    // gRPC unlinks the path it bound when it shuts down, whoever owns that
-    // path by then: an old server stopped after its successor started (the
-    // usual order on a kubelet restart) would delete the successor's socket.
-    // So bind a private name and rename it into place; gRPC later unlinks
-    // only the private name, which is gone.
-    static std::atomic<unsigned> counter{0};
-    std::string bind_path = DirName(socket_path_) + "/.gpuop-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(counter.fetch_add(1));
-    if (bind_path.size() > kMaxUnixSocketPath) bind_path = socket_path_;
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + bind_path, grpc::InsecureServerCredentials());
     builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    if (!server_) {
-      return Unavailable("device plugin socket " + socket_path_ +
-                         ": gRPC could not listen on it; is the directory writable by this "
-                         "process?");
-    }
-    if (bind_path != socket_path_ && ::rename(bind_path.c_str(), socket_path_.c_str()) != 0) {
-      Status err = Internal("device plugin socket " + socket_path_ + ": renaming " + bind_path +
-                            " into place: " + std::strerror(errno));
-      ::unlink(bind_path.c_str());
-      return err;
-    }
-    socket_id_ = StatId(socket_path_);
+    auto served = ServeOnUnixSocket(builder, socket_path_, "device plugin socket");
+    if (!served.ok()) return served.status();
+    server_ = std::move(served->server);
+    socket_id_ = served->socket_id;
 
     // The NVIDIA plugin dials its own socket before registering: a kubelet
     // told to connect must find it answering.
@@ -315,11 +280,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
                  {{"socket", socket_path_}, {"streams", streams_.size()}});
       }
     }
-    // Only our own socket: a successor may already serve on this path.
-    auto id = StatId(socket_path_);
-    if (id && socket_id_ && id->dev == socket_id_->dev && id->ino == socket_id_->ino) {
-      ::unlink(socket_path_.c_str());
-    }
+    RemoveOwnUnixSocket(socket_path_, socket_id_);
   }
 
   DevicePluginServerStats Stats() const {
@@ -360,7 +321,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   const DevicePluginServerOptions options_;
 
   std::unique_ptr<grpc::Server> server_;
-  std::optional<FileId> socket_id_;
+  std::optional<SocketFileId> socket_id_;
   std::atomic<bool> serving_{false};
 
   std::mutex stop_mu_;
@@ -378,23 +339,13 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
 
 Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(
     std::string socket_path, DevicePluginCallbacks callbacks, DevicePluginServerOptions options) {
-  if (socket_path.empty() || socket_path.size() > kMaxUnixSocketPath) {
-    return InvalidArgument("device plugin socket path \"" + socket_path + "\" must be 1 to " +
-                           std::to_string(kMaxUnixSocketPath) +
-                           " bytes long (a unix socket limit); use a shorter directory");
-  }
+  GPUOP_RETURN_IF_ERROR(CheckUnixSocketPath(socket_path, "device plugin socket"));
   const std::string dir = DirName(socket_path);
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return NotFound("device plugin socket directory " + dir +
                     " does not exist: is the kubelet running? is " + dir +
                     " mounted into this container?");
-  }
-  // A socket left by a previous run would make bind fail (or, worse, be
-  // dialled): remove it first, as the kubelet expects plugins to do.
-  if (::unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-    return PermissionDenied("removing the stale device plugin socket " + socket_path + ": " +
-                            std::strerror(errno));
   }
   auto impl = std::make_unique<Impl>(std::move(socket_path), std::move(callbacks), options);
   Status s = impl->Serve();

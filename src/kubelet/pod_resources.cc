@@ -35,11 +35,19 @@ std::unique_ptr<v1::PodResourcesLister::Stub> Dial(const std::string& socket_pat
       ChannelTarget(socket_path), grpc::InsecureChannelCredentials(), args));
 }
 
-void PrepareContext(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+// One call of `rpc` on a fresh channel, `response` filled when it succeeds.
+template <typename Request, typename Response>
+grpc::Status Call(const std::string& socket_path, std::chrono::milliseconds timeout,
+                  grpc::Status (v1::PodResourcesLister::Stub::*rpc)(grpc::ClientContext*,
+                                                                    const Request&, Response*),
+                  const Request& request, Response* response) {
+  auto stub = Dial(socket_path);
+  grpc::ClientContext ctx;
   // Fail fast rather than queue when the kubelet is down: the deadline then
   // bounds only a kubelet that accepted the call and is slow to answer.
-  ctx->set_wait_for_ready(false);
-  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_wait_for_ready(false);
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  return ((*stub).*rpc)(&ctx, request, response);
 }
 
 Status CallError(const grpc::Status& s, const std::string& socket_path, std::string_view method,
@@ -89,12 +97,9 @@ std::string PodResourcesSocket(const std::string& kubelet_dir) {
 
 Result<std::vector<ContainerDevices>> ListPodResources(const std::string& socket_path,
                                                        std::chrono::milliseconds timeout) {
-  auto stub = Dial(socket_path);
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx, timeout);
-  v1::ListPodResourcesRequest request;
   v1::ListPodResourcesResponse response;
-  grpc::Status s = stub->List(&ctx, request, &response);
+  grpc::Status s = Call(socket_path, timeout, &v1::PodResourcesLister::Stub::List,
+                        v1::ListPodResourcesRequest(), &response);
   if (!s.ok()) return CallError(s, socket_path, "List", timeout);
   std::vector<ContainerDevices> out;
   for (const v1::PodResources& pod : response.pod_resources()) AppendFlattened(pod, &out);
@@ -105,14 +110,12 @@ Result<std::vector<ContainerDevices>> GetPodResources(const std::string& socket_
                                                       const std::string& namespace_,
                                                       const std::string& pod,
                                                       std::chrono::milliseconds timeout) {
-  auto stub = Dial(socket_path);
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx, timeout);
   v1::GetPodResourcesRequest request;
   request.set_pod_name(pod);
   request.set_pod_namespace(namespace_);
   v1::GetPodResourcesResponse response;
-  grpc::Status s = stub->Get(&ctx, request, &response);
+  grpc::Status s =
+      Call(socket_path, timeout, &v1::PodResourcesLister::Stub::Get, request, &response);
   // The kubelet reports an unknown pod as a plain error (gRPC UNKNOWN).
   if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
       (s.error_code() == grpc::StatusCode::UNKNOWN &&
@@ -128,12 +131,10 @@ Result<std::vector<ContainerDevices>> GetPodResources(const std::string& socket_
 
 Result<std::vector<ContainerDevices>> GetAllocatableDevices(const std::string& socket_path,
                                                             std::chrono::milliseconds timeout) {
-  auto stub = Dial(socket_path);
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx, timeout);
-  v1::AllocatableResourcesRequest request;
   v1::AllocatableResourcesResponse response;
-  grpc::Status s = stub->GetAllocatableResources(&ctx, request, &response);
+  grpc::Status s =
+      Call(socket_path, timeout, &v1::PodResourcesLister::Stub::GetAllocatableResources,
+           v1::AllocatableResourcesRequest(), &response);
   if (!s.ok()) return CallError(s, socket_path, "GetAllocatableResources", timeout);
   std::vector<ContainerDevices> out;
   for (const v1::ContainerDevices& devices : response.devices()) {

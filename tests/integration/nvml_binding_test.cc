@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -18,29 +17,15 @@
 #include "nvml/client.h"
 #include "nvml/format.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/sim_env.h"
 
 namespace gpuop::nvml {
 namespace {
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
+using testing::kSimNvml;
 
 class NvmlSimTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpuop-nvml-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    unsetenv("GPUOP_SIM_DRIVER");
-  }
-  void TearDown() override {
-    client_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_DRIVER");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
-
   // Points the simulator at `machine` with a fresh state directory. The
   // simulator reads these when NVML is first initialised in the process, so
   // any previous Client must be gone.
@@ -48,14 +33,12 @@ class NvmlSimTest : public ::testing::Test {
   // one simulated node handed out in this process is mistaken for another's.
   void UseMachine(const std::string& machine) {
     client_.reset();
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/" + machine).c_str(), 1);
-    setenv("GPUOP_SIM_SEED", dir_.c_str(), 1);
+    sim_.Point(machine, sim_.dir(), machine);
   }
 
   Client& Open(const std::string& machine) {
     UseMachine(machine);
-    auto c = Client::Open(kSim);
+    auto c = sim_.OpenNvml();
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     if (!c.ok()) throw std::runtime_error(c.status().ToString());
     client_ = std::move(c).value();
@@ -86,7 +69,7 @@ class NvmlSimTest : public ::testing::Test {
     ASSERT_TRUE(g->mig_enabled);
   }
 
-  std::string dir_;
+  testing::SimEnv sim_;
   std::unique_ptr<Client> client_;
 };
 
@@ -462,7 +445,7 @@ TEST_F(NvmlSimTest, MigXidEventNamesTheInstance) {
 TEST_F(NvmlSimTest, UnloadedDriverFailsOpenWithTheFix) {
   UseMachine("dgx-h100");
   setenv("GPUOP_SIM_DRIVER", "unloaded", 1);
-  auto c = Client::Open(kSim);
+  auto c = Client::Open(kSimNvml);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(c.status().message(),

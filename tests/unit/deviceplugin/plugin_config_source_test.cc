@@ -1,11 +1,9 @@
 // Which config file the device plugin loads (the pure choice), loading it,
 // and following changes of the file with the last good config kept.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -14,6 +12,9 @@
 #include "deviceplugin/config_source.h"
 #include "kube/client.h"
 #include "sim/kube/server.h"
+#include "tests/testing/api_emulator.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::deviceplugin {
 namespace {
@@ -67,13 +68,6 @@ TEST(DpPluginConfigChoiceTest, SelectionFromEnvironment) {
 
 class DpPluginConfigSourceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/dpcfg-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   void Write(const std::string& name, int replicas) {
     ASSERT_TRUE(WriteFileAtomic(dir_ + "/" + name,
                                 "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
@@ -82,7 +76,8 @@ class DpPluginConfigSourceTest : public ::testing::Test {
                     .ok());
   }
 
-  std::string dir_;
+  testing::TempDir tmp_{"dpcfg"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(DpPluginConfigSourceTest, LoadsTheLabelledFileWithEnvAndFlagsOnTop) {
@@ -150,9 +145,7 @@ TEST_F(DpPluginConfigSourceTest, WatcherFollowsTheFileAndKeepsTheLastGoodConfig)
 
   // A bad version: counted, not applied.
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/cfg", "version: v2\n").ok());
-  for (int i = 0; i < 2000 && (*w)->errors() == 0; ++i) {
-    std::this_thread::sleep_for(5ms);  // errors() has no waiter; bounded
-  }
+  testing::WaitFor([&] { return (*w)->errors() > 0; });  // errors() has no waiter
   EXPECT_EQ((*w)->errors(), 1u);
   Write("cfg", 5);
   {
@@ -169,20 +162,13 @@ TEST_F(DpPluginConfigSourceTest, WatcherFollowsTheFileAndKeepsTheLastGoodConfig)
 // file, and relabelling the node reloads without a restart; a label naming no
 // config is an error that keeps the running config.
 TEST_F(DpPluginConfigSourceTest, FollowsTheNodeLabel) {
-  simkube::ServerOptions so;
-  so.listen = "127.0.0.1:0";
-  so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
-  auto server = simkube::ApiServer::Start(std::move(so));
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  kube::RestConfig rc;
-  rc.server = (*server)->url();
-  rc.qps = 0;
-  auto client = kube::Client::New(rc);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto api = testing::StartApiEmulator();
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  kube::Client* client = api->client.get();
   const kube::Json node = {{"apiVersion", "v1"},
                            {"kind", "Node"},
                            {"metadata", {{"name", "node-1"}, {"labels", {{"other", "x"}}}}}};
-  ASSERT_TRUE((*client)->Create(kube::resources::kNodes, "", node).ok());
+  ASSERT_TRUE(client->Create(kube::resources::kNodes, "", node).ok());
   Write("two", 2);
   Write("four", 4);
 
@@ -193,7 +179,7 @@ TEST_F(DpPluginConfigSourceTest, FollowsTheNodeLabel) {
   o.selection.srcdir = dir_;
   o.selection.default_config = "two";
   o.selection.node_name = "node-1";
-  o.client = client->get();
+  o.client = client;
   o.check_interval = 10s;  // the label, not the timer, must trigger the reload
   LoadedConfig initial;
   auto w = ConfigWatcher::Start(
@@ -210,8 +196,7 @@ TEST_F(DpPluginConfigSourceTest, FollowsTheNodeLabel) {
 
   auto label = [&](const std::string& v) {
     kube::Json patch = {{"metadata", {{"labels", {{kLabel, v}}}}}};
-    auto r =
-        (*client)->Patch(kube::resources::kNodes, "", "node-1", kube::PatchType::kMerge, patch);
+    auto r = client->Patch(kube::resources::kNodes, "", "node-1", kube::PatchType::kMerge, patch);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   };
   label("four");
@@ -222,9 +207,7 @@ TEST_F(DpPluginConfigSourceTest, FollowsTheNodeLabel) {
   }
   EXPECT_EQ((*w)->label(), "four");
   label("missing");
-  for (int i = 0; i < 4000 && (*w)->errors() == 0; ++i) {
-    std::this_thread::sleep_for(5ms);  // errors() has no waiter; bounded
-  }
+  testing::WaitFor([&] { return (*w)->errors() > 0; });  // errors() has no waiter
   (*w)->Stop();
   EXPECT_EQ((*w)->errors(), 1u);
   EXPECT_EQ(seen, std::vector<int>{4});

@@ -21,6 +21,8 @@
 #include "sim/kubelet/fake_kubelet.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/sim_node.h"
+#include "tests/testing/wait.h"
 #include "toolkit/cdi_generate.h"
 
 namespace gpuop::deviceplugin {
@@ -28,7 +30,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
 constexpr auto kWait = 20s;  // generous: only a broken plugin takes this long
 
 bool InCi() {
@@ -43,40 +44,23 @@ size_t CountHealthy(const std::vector<PluginDevice>& d) {
 
 class DpPluginTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/dpp-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-
   void TearDown() override {
     plugin_.reset();
     kubelet_.reset();
     client_.reset();
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
   }
 
   // The simulator's state and a fake kubelet; GPUs come from `machine`.
   void Machine(const std::string& machine) {
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
-    setenv("GPUOP_SIM_SEED", dir_.c_str(), 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    ASSERT_TRUE(sim_.Boot(machine, dir_));
     auto k = sim::FakeKubelet::Start(dir_ + "/k/device-plugins");
     ASSERT_TRUE(k.ok()) << k.status().ToString();
     kubelet_ = std::move(k).value();
   }
 
   void OpenNvml() {
-    auto c = nvml::Client::Open(kSim);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = std::move(c).value();
+    client_ = sim_.OpenNvmlOrFail();
+    ASSERT_NE(client_, nullptr);
     auto gpus = client_->Gpus();
     ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
     gpus_ = *gpus;
@@ -130,8 +114,9 @@ class DpPluginTest : public ::testing::Test {
         std::to_string(replicas) + "\n");
   }
 
-  std::string dir_, host_root_;
-  std::unique_ptr<sim::StateStore> store_;
+  testing::SimNode sim_;
+  const std::string dir_ = sim_.dir();  // also the seed: sim::LoadMachine gives the same GPUs
+  std::string host_root_;
   std::unique_ptr<sim::FakeKubelet> kubelet_;
   std::unique_ptr<nvml::Client> client_;
   std::vector<nvml::Gpu> gpus_;
@@ -165,9 +150,8 @@ TEST_F(DpPluginTest, RegistersGpuAndStreamsTheDeviceList) {
   EXPECT_TRUE(options->get_preferred_allocation_available);
 
   // Liveness, and the status the command logs.
-  for (int i = 0; i < 200 && !plugin_->Resources().at(0).registered; ++i) {
-    std::this_thread::sleep_for(10ms);  // Resources() has no waiter; the kubelet saw it already
-  }
+  // Resources() has no waiter; the kubelet saw it already
+  testing::WaitFor([&] { return plugin_->Resources().at(0).registered; });
   auto rs = plugin_->Resources();
   ASSERT_EQ(rs.size(), 1u);
   EXPECT_EQ(rs[0].name, "nvidia.com/gpu");
@@ -232,7 +216,7 @@ TEST_F(DpPluginTest, UnknownDeviceIdIsAnError) {
 // specs name nodes that exist there.
 TEST_F(DpPluginTest, CdiStrategiesNameDevicesOfTheToolkitSpec) {
   Machine("dgx-h100");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.10gb", "2g.20gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, true, {"1g.10gb", "2g.20gb"}).ok());
   host_root_ = dir_ + "/root";
   auto machine = sim::LoadMachine("dgx-h100", dir_);
   ASSERT_TRUE(machine.ok()) << machine.status().ToString();
@@ -342,8 +326,8 @@ TEST_F(DpPluginTest, SharingWithFourReplicas) {
 
 TEST_F(DpPluginTest, MixedMigOnH100s) {
   Machine("dgx-h100");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.10gb", "1g.10gb", "2g.20gb"}).ok());
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 1, true, {"3g.40gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, true, {"1g.10gb", "1g.10gb", "2g.20gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 1, true, {"3g.40gb"}).ok());
   Config c;
   c.mig_strategy = MigStrategy::kMixed;
   StartPlugin(c);
@@ -381,12 +365,12 @@ TEST_F(DpPluginTest, XidMakesTheDeviceUnhealthyAndAResetBringsItBack) {
       return false;
     };
   };
-  ASSERT_TRUE(sim::InjectXid(*store_, 2, 48, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 2, 48, std::nullopt, std::nullopt).ok());
   auto after = WaitDevices("nvidia.com/gpu", health_of(false));
   EXPECT_EQ(CountHealthy(after), 7u);  // only GPU 2
   // An ignored (application) XID on another GPU changes nothing.
-  ASSERT_TRUE(sim::InjectXid(*store_, 4, 13, std::nullopt, std::nullopt).ok());
-  ASSERT_TRUE(sim::ResetGpu(*store_, 2).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 4, 13, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::ResetGpu(sim_.store(), 2).ok());
   after = WaitDevices("nvidia.com/gpu", health_of(true));
   EXPECT_EQ(CountHealthy(after), 8u);
   EXPECT_GE(plugin_->Stats().health_changes, 2u);
@@ -396,7 +380,7 @@ TEST_F(DpPluginTest, SharedReplicasFollowTheirGpusHealth) {
   Machine("dgx-a100");
   StartPlugin(Shared(2));
   WaitCount("nvidia.com/gpu", 16);
-  ASSERT_TRUE(sim::InjectXid(*store_, 6, 79, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 6, 79, std::nullopt, std::nullopt).ok());
   auto after = WaitDevices("nvidia.com/gpu", [](const auto& d) { return CountHealthy(d) == 14; });
   for (const auto& d : after) {
     EXPECT_EQ(d.healthy, !StartsWith(d.id, gpus_[6].uuid)) << d.id;
@@ -437,7 +421,7 @@ TEST_F(DpPluginTest, MigLayoutChangeSendsTheNewList) {
   c.mig_strategy = MigStrategy::kMixed;
   StartPlugin(c);
   WaitCount("nvidia.com/gpu", 8);
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 3, true, {"3g.40gb", "3g.40gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 3, true, {"3g.40gb", "3g.40gb"}).ok());
   auto gpus = WaitCount("nvidia.com/gpu", 7);
   for (const auto& d : gpus) EXPECT_NE(d.id, gpus_[3].uuid);
   ASSERT_TRUE(kubelet_->WaitForRegistration("nvidia.com/mig-3g.40gb", kWait).ok());
@@ -446,13 +430,12 @@ TEST_F(DpPluginTest, MigLayoutChangeSendsTheNewList) {
   EXPECT_GE(plugin_->Stats().layout_changes, 1u);
 
   // Back to a whole GPU: the MIG resource's server goes, its stream ends.
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 3, false, {}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 3, false, {}).ok());
   WaitCount("nvidia.com/gpu", 8);
   EXPECT_TRUE(kubelet_->WaitForStreamEnd("nvidia.com/mig-3g.40gb", kWait).has_value());
   // The server removes its socket right after ending the streams.
   const std::string socket = dir_ + "/k/device-plugins/nvidia-mig-3g.40gb.sock";
-  for (int i = 0; i < 2000 && PathExists(socket); ++i) std::this_thread::sleep_for(5ms);
-  EXPECT_FALSE(PathExists(socket));
+  EXPECT_TRUE(testing::WaitFor([&] { return !PathExists(socket); })) << socket;
   ASSERT_EQ(plugin_->Resources().size(), 1u);
 }
 
@@ -478,7 +461,7 @@ TEST_F(DpPluginTest, ReloadChangesReplicasAndABadConfigKeepsTheRunningOne) {
   EXPECT_TRUE(kubelet_->WaitForStreamEnd("nvidia.com/gpu", kWait).has_value());
 
   // single strategy with MIG on one GPU only cannot be advertised: rejected.
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.5gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, true, {"1g.5gb"}).ok());
   Config single;
   single.mig_strategy = MigStrategy::kSingle;
   Status s = plugin_->Reload(single);
@@ -491,8 +474,8 @@ TEST_F(DpPluginTest, ReloadChangesReplicasAndABadConfigKeepsTheRunningOne) {
 
 TEST_F(DpPluginTest, StartFailsOnAnInvalidSingleLayout) {
   Machine("dgx-h100");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.10gb"}).ok());
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 1, true, {"2g.20gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, true, {"1g.10gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 1, true, {"2g.20gb"}).ok());
   OpenNvml();
   Config c;
   c.mig_strategy = MigStrategy::kSingle;

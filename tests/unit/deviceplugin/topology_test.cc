@@ -3,18 +3,16 @@
 #include "deviceplugin/topology.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
+
+#include "tests/testing/sim_env.h"
 
 namespace gpuop::deviceplugin {
 namespace {
 
 using nvml::TopologyLevel;
-
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
 
 TEST(DpTopologyTest, NvLinksOutweighEveryPcieLevel) {
   Topology t(4);
@@ -46,34 +44,18 @@ TEST(DpTopologyTest, NvLinksOutweighEveryPcieLevel) {
 
 class DpTopologySimTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpuop-dptopo-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    client_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
   Topology Read(const std::string& machine) {
     client_.reset();
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/" + machine).c_str(), 1);
-    setenv("GPUOP_SIM_SEED", dir_.c_str(), 1);
-    auto c = nvml::Client::Open(kSim);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return Topology();
-    client_ = std::move(c).value();
+    sim_.Point(machine, sim_.dir(), machine);
+    client_ = sim_.OpenNvmlOrFail();
+    if (!client_) return Topology();
     auto gpus = client_->Gpus();
     EXPECT_TRUE(gpus.ok());
     auto t = ReadTopology(*client_, *gpus);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? *t : Topology();
   }
-  std::string dir_;
+  testing::SimEnv sim_;
   std::unique_ptr<nvml::Client> client_;
 };
 

@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
+#include <mutex>
+
+#include "tests/testing/wait.h"
 
 namespace gpuop::exporter {
 namespace {
@@ -98,16 +100,7 @@ TEST(Attribution, DeviceNameIdsAreMinorNumbers) {
   EXPECT_FALSE(ParseGpuIdType("index").ok());
 }
 
-// Waits for `cond` with a generous deadline.
-template <typename F>
-bool WaitFor(F cond) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
+using testing::WaitFor;
 
 TEST(PodResourcesCache, RefreshesInTheBackgroundAndKeepsTheLastGoodAnswer) {
   std::atomic<int> calls{0};

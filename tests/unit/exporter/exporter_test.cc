@@ -8,32 +8,22 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <regex>
 #include <set>
-#include <thread>
 
 #include "http/server.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/sim_node.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::exporter {
 namespace {
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
-
-template <typename F>
-bool WaitFor(F cond, std::chrono::seconds limit = std::chrono::seconds(30)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return cond();
-}
+using testing::kSimNvml;
+using testing::WaitFor;
 
 // Lines of `text` that are samples of `family`.
 std::vector<std::string> Samples(const std::string& text, const std::string& family) {
@@ -53,37 +43,15 @@ double ValueOf(const std::string& line) { return std::stod(line.substr(line.rfin
 
 class ExporterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/exporter-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    Machine("dgx-h100");
-  }
-
-  void TearDown() override {
-    exporter_.reset();
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
-
-  void Machine(const std::string& machine) {
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state-" + machine).c_str(), 1);
-    setenv("GPUOP_SIM_SEED", "exporter-test", 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-  }
+  void SetUp() override { ASSERT_TRUE(sim_.booted()); }
+  void TearDown() override { exporter_.reset(); }
 
   ExporterOptions Options() {
     ExporterOptions o;
     o.collect_interval = std::chrono::milliseconds(50);
     o.nvml_retry_interval = std::chrono::milliseconds(20);
     o.hostname = "node-1";
-    o.open_nvml = [] { return nvml::Client::Open(kSim); };
+    o.open_nvml = [] { return nvml::Client::Open(kSimNvml); };
     return o;
   }
 
@@ -102,15 +70,14 @@ class ExporterTest : public ::testing::Test {
     return snap ? *snap : "";
   }
 
-  std::string dir_;
-  std::unique_ptr<sim::StateStore> store_;
+  testing::SimNode sim_{"dgx-h100", "exporter-test"};
   std::unique_ptr<Exporter> exporter_;
 };
 
 TEST_F(ExporterTest, EveryDefaultCounterForEachGpuWithDcgmLabels) {
   Start(Options());
   std::string text = Fresh();
-  auto client = nvml::Client::Open(kSim);
+  auto client = nvml::Client::Open(kSimNvml);
   ASSERT_TRUE(client.ok());
   auto gpus = (*client)->Gpus();
   ASSERT_TRUE(gpus.ok());
@@ -154,7 +121,7 @@ TEST_F(ExporterTest, EveryDefaultCounterForEachGpuWithDcgmLabels) {
 }
 
 TEST_F(ExporterTest, MigGpuInstancesGetTheirOwnSeriesAndUnsupportedFieldsAreCounted) {
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 2, true, {"1g.10gb", "1g.10gb", "3g.40gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, true, {"1g.10gb", "1g.10gb", "3g.40gb"}).ok());
   Start(Options());
   std::string text = Fresh();
 
@@ -187,7 +154,7 @@ TEST_F(ExporterTest, MigGpuInstancesGetTheirOwnSeriesAndUnsupportedFieldsAreCoun
 TEST_F(ExporterTest, InjectedXidShowsAsTheLastXid) {
   Start(Options());
   ASSERT_TRUE(WaitFor([&] { return exporter_->WatchingEvents() && exporter_->Snapshot(); }));
-  ASSERT_TRUE(sim::InjectXid(*store_, 3, 48, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 3, 48, std::nullopt, std::nullopt).ok());
   auto xid_of = [&](unsigned gpu) -> double {
     auto snap = exporter_->Snapshot();
     for (const auto& line : Samples(*snap, "DCGM_FI_DEV_XID_ERRORS")) {
@@ -199,7 +166,7 @@ TEST_F(ExporterTest, InjectedXidShowsAsTheLastXid) {
   };
   ASSERT_TRUE(WaitFor([&] { return xid_of(3) == 48; })) << *exporter_->Snapshot();
   EXPECT_EQ(xid_of(2), 0);
-  ASSERT_TRUE(sim::InjectXid(*store_, 3, 13, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 3, 13, std::nullopt, std::nullopt).ok());
   EXPECT_TRUE(WaitFor([&] { return xid_of(3) == 13; })) << "the last XID, not the first";
 }
 
@@ -217,7 +184,7 @@ TEST_F(ExporterTest, LostGpuKeepsItsLabelsAndTheOthersCarryOn) {
   }
   ASSERT_FALSE(gpu5_uuid.empty());
 
-  ASSERT_TRUE(sim::MarkGpuLost(*store_, 5).ok());
+  ASSERT_TRUE(sim::MarkGpuLost(sim_.store(), 5).ok());
   std::string text;
   ASSERT_TRUE(WaitFor([&] {
     text = *exporter_->Snapshot();
@@ -242,14 +209,14 @@ TEST_F(ExporterTest, LostGpuKeepsItsLabelsAndTheOthersCarryOn) {
   }));
   EXPECT_EQ(exporter_->Health().status, 200) << "one lost GPU does not fail the exporter";
 
-  ASSERT_TRUE(sim::ResetGpu(*store_, 5).ok());
+  ASSERT_TRUE(sim::ResetGpu(sim_.store(), 5).ok());
   EXPECT_TRUE(
       WaitFor([&] { return Samples(*exporter_->Snapshot(), "DCGM_FI_DEV_GPU_TEMP").size() == 8; }));
 }
 
 TEST_F(ExporterTest, PodsFromTheListerLabelWholeGpusMigInstancesAndSharedGpus) {
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 1, true, {"1g.10gb", "3g.40gb"}).ok());
-  auto client = nvml::Client::Open(kSim);
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 1, true, {"1g.10gb", "3g.40gb"}).ok());
+  auto client = nvml::Client::Open(kSimNvml);
   ASSERT_TRUE(client.ok());
   auto gpus = (*client)->Gpus();
   ASSERT_TRUE(gpus.ok());
@@ -317,7 +284,7 @@ TEST_F(ExporterTest, StartsBeforeNvmlLoadsAndServesHttp) {
   o.open_nvml = [&]() -> Result<std::unique_ptr<nvml::Client>> {
     ++attempts;
     if (!loadable) return Unavailable("libnvidia-ml.so.1: not found (driver not installed yet)");
-    return nvml::Client::Open(kSim);
+    return nvml::Client::Open(kSimNvml);
   };
   Start(std::move(o));
   Exporter* e = exporter_.get();
@@ -372,7 +339,7 @@ TEST_F(ExporterTest, StopIsQuickAndCleanWithLongIntervals) {
 TEST(ExporterOptionsTest, RejectsBadOptions) {
   ExporterOptions o;
   EXPECT_FALSE(Exporter::Start(o).ok());
-  o.open_nvml = [] { return nvml::Client::Open(kSim); };
+  o.open_nvml = [] { return nvml::Client::Open(kSimNvml); };
   o.collect_interval = std::chrono::milliseconds(0);
   auto r = Exporter::Start(o);
   ASSERT_FALSE(r.ok());

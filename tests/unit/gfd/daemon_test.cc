@@ -3,7 +3,6 @@
 #include "gfd/daemon.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -11,7 +10,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/files.h"
@@ -22,6 +20,9 @@
 #include "nvml/client.h"
 #include "sim/kube/server.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/api_emulator.h"
+#include "tests/testing/sim_node.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::gfd {
 namespace {
@@ -29,7 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
+using testing::kSimNvml;
 constexpr int64_t kTimestamp = 1724632719;
 constexpr auto kWait = 20s;
 
@@ -129,21 +130,12 @@ TEST(GfdDaemonPureTest, ValidateNamesTheMissingPiece) {
 class GfdDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gfdd-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    setenv("GPUOP_SIM_MACHINE", "dgx-h100", 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
-    setenv("GPUOP_SIM_SEED", "gfd-daemon-test", 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-
+    ASSERT_TRUE(sim_.booted());
     // The host files gfd reads: the DMI name and each GPU's PCI class.
-    root_ = dir_ + "/root";
+    root_ = sim_.dir() + "/root";
     ASSERT_TRUE(MakeDirs(root_ + "/sys/class/dmi/id").ok());
     ASSERT_TRUE(WriteFileAtomic(root_ + "/sys/class/dmi/id/product_name", "DGX H100\n").ok());
-    auto c = nvml::Client::Open(kSim);
+    auto c = sim_.OpenNvml();
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     auto gpus = (*c)->Gpus();
     ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
@@ -156,29 +148,12 @@ class GfdDaemonTest : public ::testing::Test {
     }
   }
 
-  void TearDown() override {
-    daemon_.reset();
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { daemon_.reset(); }
 
   void StartApiServer() {
-    simkube::ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
-    so.threads = 16;
-    auto server = simkube::ApiServer::Start(std::move(so));
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(server).value();
-    kube::RestConfig rc;
-    rc.server = server_->url();
-    rc.qps = 0;
-    auto client = kube::Client::New(rc);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(client).value();
+    auto api = testing::StartApiEmulator(16);
+    ASSERT_TRUE(api.ok()) << api.status().ToString();
+    api_ = std::move(api).value();
   }
 
   DaemonOptions Options() {
@@ -188,7 +163,7 @@ class GfdDaemonTest : public ::testing::Test {
     o.rescan_interval = 20ms;
     o.nvml_retry_interval = 20ms;
     o.sleep_interval = 60s;  // relabels in these tests come from changes only
-    o.open_nvml = [] { return nvml::Client::Open(kSim); };
+    o.open_nvml = [] { return nvml::Client::Open(kSimNvml); };
     return o;
   }
 
@@ -199,15 +174,14 @@ class GfdDaemonTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> NodeLabels() {
-    auto n = client_->Get(kube::resources::kNodes, "", "node-1");
+    auto n = api_.client->Get(kube::resources::kNodes, "", "node-1");
     EXPECT_TRUE(n.ok()) << n.status().ToString();
     return n.ok() ? kube::Labels(*n) : std::map<std::string, std::string>{};
   }
 
-  std::string dir_, root_;
-  std::unique_ptr<sim::StateStore> store_;
-  std::unique_ptr<simkube::ApiServer> server_;
-  std::unique_ptr<kube::Client> client_;
+  testing::SimNode sim_{"dgx-h100", "gfd-daemon-test"};
+  std::string root_;
+  testing::ApiEmulator api_;
   std::unique_ptr<Daemon> daemon_;
 };
 
@@ -215,14 +189,14 @@ class GfdDaemonTest : public ::testing::Test {
 // MIG layout that is undone go again; the user's labels stay throughout.
 TEST_F(GfdDaemonTest, DirectLabelsFollowTheMigLayout) {
   StartApiServer();
-  ASSERT_TRUE(client_
+  ASSERT_TRUE(api_.client
                   ->Create(kube::resources::kNodes, "",
                            NodeWith({{"team", "ml"}, {"nvidia.com/device-plugin.config", "a"}},
                                     std::nullopt))
                   .ok());
   DaemonOptions o = Options();
   o.direct_labels = true;
-  o.client = client_.get();
+  o.client = api_.client.get();
   o.node_name = "node-1";
   deviceplugin::Config config;
   config.mig_strategy = deviceplugin::MigStrategy::kMixed;
@@ -238,17 +212,17 @@ TEST_F(GfdDaemonTest, DirectLabelsFollowTheMigLayout) {
   EXPECT_EQ(l["team"], "ml");
   EXPECT_FALSE(l.contains("nvidia.com/mig-1g.10gb.count"));
 
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.10gb", "1g.10gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, true, {"1g.10gb", "1g.10gb"}).ok());
   ASSERT_TRUE(daemon_->WaitForPasses(2, kWait));
   l = NodeLabels();
   EXPECT_EQ(l["nvidia.com/mig-1g.10gb.count"], "2");
 
   // The user relabels in the meantime; gfd must not undo it.
-  ASSERT_TRUE(client_
+  ASSERT_TRUE(api_.client
                   ->Patch(kube::resources::kNodes, "", "node-1", kube::PatchType::kMerge,
                           {{"metadata", {{"labels", {{"team", "infra"}}}}}})
                   .ok());
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, false, {}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 0, false, {}).ok());
   ASSERT_TRUE(daemon_->WaitForPasses(3, kWait));
   l = NodeLabels();
   for (const auto& [k, v] : l) EXPECT_FALSE(k.starts_with("nvidia.com/mig-")) << k << "=" << v;
@@ -309,7 +283,7 @@ TEST_F(GfdDaemonTest, RelabelReopensNvmlAndRewritesUnchangedLabels) {
   auto opens = std::make_shared<std::atomic<int>>(0);
   o.open_nvml = [opens] {
     ++*opens;
-    return nvml::Client::Open(kSim);
+    return nvml::Client::Open(kSimNvml);
   };
   Start(o);
   ASSERT_TRUE(daemon_->WaitForPasses(1, kWait));
@@ -332,18 +306,15 @@ TEST_F(GfdDaemonTest, NvmlUnavailableAtStartThenAvailable) {
   auto available = std::make_shared<std::atomic<bool>>(false);
   auto attempts = std::make_shared<std::atomic<int>>(0);
   DaemonOptions o = Options();
-  o.output_file = dir_ + "/out/gfd";
-  const std::string missing = dir_ + "/no-such-libnvidia-ml.so.1";
+  o.output_file = sim_.dir() + "/out/gfd";
+  const std::string missing = sim_.dir() + "/no-such-libnvidia-ml.so.1";
   o.open_nvml = [available, attempts, missing] {
     ++*attempts;
-    return nvml::Client::Open(available->load() ? kSim : missing);
+    return nvml::Client::Open(available->load() ? kSimNvml : missing);
   };
   Start(o);
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (attempts->load() < 3 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);  // attempts has no waiter; bounded
-  }
-  ASSERT_GE(attempts->load(), 3);
+  // attempts has no waiter
+  ASSERT_TRUE(testing::WaitFor([&] { return attempts->load() >= 3; }, kWait));
   EXPECT_EQ(daemon_->passes(), 0u);
   EXPECT_FALSE(PathExists(o.output_file));
 
@@ -369,9 +340,9 @@ TEST_F(GfdDaemonTest, NodeFeatureCreatedAndUpdated) {
           "spec": {"type": "object", "properties": {
             "labels": {"type": "object", "additionalProperties": {"type": "string"}}},
             "x-kubernetes-preserve-unknown-fields": true}}}}}]}})");
-  auto c = client_->Create(kube::resources::kCustomResourceDefinitions, "", crd);
+  auto c = api_.client->Create(kube::resources::kCustomResourceDefinitions, "", crd);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_TRUE(client_
+  ASSERT_TRUE(api_.client
                   ->Create(kube::resources::kNamespaces, "",
                            {{"apiVersion", "v1"},
                             {"kind", "Namespace"},
@@ -379,14 +350,14 @@ TEST_F(GfdDaemonTest, NodeFeatureCreatedAndUpdated) {
                   .ok());
   DaemonOptions o = Options();
   o.node_feature_api = true;
-  o.client = client_.get();
+  o.client = api_.client.get();
   o.node_name = "node-1";
   o.namespace_name = "gpu-operator";
   o.timestamp = false;
   Start(o);
   ASSERT_TRUE(daemon_->WaitForPasses(1, kWait));
-  auto nf =
-      client_->Get(kube::resources::kNodeFeatures, "gpu-operator", "nvidia-features-for-node-1");
+  auto nf = api_.client->Get(kube::resources::kNodeFeatures, "gpu-operator",
+                             "nvidia-features-for-node-1");
   ASSERT_TRUE(nf.ok()) << nf.status().ToString();
   EXPECT_EQ(kube::Label(*nf, kNodeFeatureNodeLabel), "node-1");
   EXPECT_EQ((*nf)["spec"]["labels"]["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3");
@@ -396,7 +367,8 @@ TEST_F(GfdDaemonTest, NodeFeatureCreatedAndUpdated) {
   single.mig_strategy = deviceplugin::MigStrategy::kSingle;
   daemon_->SetConfig(single);
   ASSERT_TRUE(daemon_->WaitForPasses(2, kWait));
-  nf = client_->Get(kube::resources::kNodeFeatures, "gpu-operator", "nvidia-features-for-node-1");
+  nf = api_.client->Get(kube::resources::kNodeFeatures, "gpu-operator",
+                        "nvidia-features-for-node-1");
   ASSERT_TRUE(nf.ok()) << nf.status().ToString();
   EXPECT_EQ((*nf)["spec"]["labels"], Json(daemon_->labels()));
   EXPECT_EQ((*nf)["spec"]["labels"]["nvidia.com/mig.strategy"], "single");

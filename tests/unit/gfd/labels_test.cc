@@ -5,11 +5,11 @@
 #include "gfd/labels.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +17,7 @@
 #include "deviceplugin/config.h"
 #include "nvml/client.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/sim_node.h"
 
 namespace gpuop::gfd {
 namespace {
@@ -25,41 +26,23 @@ using Labels = std::map<std::string, std::string>;
 using deviceplugin::Config;
 using deviceplugin::MigStrategy;
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
 const std::string kGolden = std::string(GPUOP_SOURCE_DIR) + "/tests/fixtures/gfd/";
 constexpr int64_t kTimestamp = 1724632719;
 
 class GfdLabelsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gfdl-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-
-  void TearDown() override {
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
+  // A fresh node per SetUp: the loops below start over with TearDown + SetUp.
+  void SetUp() override { sim_.emplace(); }
+  void TearDown() override { sim_.reset(); }
 
   // The simulator's state for `machine` (a preset or a YAML file).
-  void Machine(const std::string& machine) {
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
-    setenv("GPUOP_SIM_SEED", "gfd-test", 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-  }
+  void Machine(const std::string& machine) { ASSERT_TRUE(sim_->Boot(machine, "gfd-test")); }
 
   // The labeller's input as the gfd command builds it from NVML; every GPU
   // has PCI class `pci_class`.
   LabelInput Input(Config config = {}, unsigned pci_class = 0x030200) {
     LabelInput in;
-    auto c = nvml::Client::Open(kSim);
+    auto c = testing::SimEnv::OpenNvml();
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     if (!c.ok()) return in;
     auto gpus = (*c)->Gpus();
@@ -104,8 +87,7 @@ class GfdLabelsTest : public ::testing::Test {
     return c;
   }
 
-  std::string dir_;
-  std::unique_ptr<sim::StateStore> store_;
+  std::optional<testing::SimNode> sim_;
 };
 
 std::string Text(const Labels& l) {
@@ -221,7 +203,7 @@ TEST_F(GfdLabelsTest, NoCliqueLabelWithoutFabric) {
 // 2 H100 then 3 L40S: the L40S (more GPUs) are the primary model even though
 // GPU 0 is an H100; both models get a count label.
 TEST_F(GfdLabelsTest, MixedModelNodeLabelsTheMostCommonModel) {
-  const std::string file = dir_ + "/mixed.yaml";
+  const std::string file = sim_->dir() + "/mixed.yaml";
   ASSERT_TRUE(WriteFileAtomic(file,
                               "name: mixed\n"
                               "gpus:\n"
@@ -251,7 +233,7 @@ TEST_F(GfdLabelsTest, MixedModelNodeLabelsTheMostCommonModel) {
 
 // A tie goes to the model of the lowest GPU index.
 TEST_F(GfdLabelsTest, MixedModelTieGoesToTheLowestIndex) {
-  const std::string file = dir_ + "/tie.yaml";
+  const std::string file = sim_->dir() + "/tie.yaml";
   ASSERT_TRUE(WriteFileAtomic(file,
                               "gpus:\n"
                               "- model: t4\n"
@@ -269,7 +251,8 @@ TEST_F(GfdLabelsTest, MixedModelTieGoesToTheLowestIndex) {
 
 TEST_F(GfdLabelsTest, MigSingle) {
   Machine("a100-40gb");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, std::vector<std::string>(7, "1g.5gb")).ok());
+  ASSERT_TRUE(
+      sim::SetMigLayout(sim_->store(), 0, true, std::vector<std::string>(7, "1g.5gb")).ok());
   Labels l = Generate(Input(Mig(MigStrategy::kSingle)));
   ExpectCommon(l);
   EXPECT_EQ(l.at("nvidia.com/mig.strategy"), "single");
@@ -290,7 +273,7 @@ TEST_F(GfdLabelsTest, MigSingle) {
 TEST_F(GfdLabelsTest, MigSingleInvalidLayout) {
   Machine("dgx-a100");
   // MIG on GPU 0 only: single needs every GPU in MIG mode.
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.5gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 0, true, {"1g.5gb"}).ok());
   Labels l = Generate(Input(Mig(MigStrategy::kSingle)));
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-INVALID");
   EXPECT_EQ(l.at("nvidia.com/gpu.count"), "0");
@@ -302,7 +285,7 @@ TEST_F(GfdLabelsTest, MigSingleInvalidLayout) {
 
 TEST_F(GfdLabelsTest, MigSingleTwoProfilesIsInvalid) {
   Machine("a100-40gb");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.5gb", "2g.10gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 0, true, {"1g.5gb", "2g.10gb"}).ok());
   Labels l = Generate(Input(Mig(MigStrategy::kSingle)));
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-INVALID");
   EXPECT_EQ(l.at("nvidia.com/gpu.count"), "0");
@@ -310,8 +293,8 @@ TEST_F(GfdLabelsTest, MigSingleTwoProfilesIsInvalid) {
 
 TEST_F(GfdLabelsTest, MigMixed) {
   Machine("dgx-h100");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.10gb", "1g.10gb", "2g.20gb"}).ok());
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 1, true, {"3g.40gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 0, true, {"1g.10gb", "1g.10gb", "2g.20gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 1, true, {"3g.40gb"}).ok());
   Labels l = Generate(Input(Mig(MigStrategy::kMixed)));
   ExpectCommon(l);
   EXPECT_EQ(l.at("nvidia.com/mig.strategy"), "mixed");
@@ -339,7 +322,7 @@ TEST_F(GfdLabelsTest, MigMixed) {
 // Every GPU in MIG mode: gpu.* describe the MIG-enabled parents, unshared.
 TEST_F(GfdLabelsTest, MigMixedAllGpusInMigModeHaveZeroReplicas) {
   Machine("a30");
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {"1g.6gb", "1g.6gb"}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 0, true, {"1g.6gb", "1g.6gb"}).ok());
   Labels l = Generate(Input(Mig(MigStrategy::kMixed)));
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A30");
   EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "0");

@@ -5,11 +5,10 @@
 // that was destroyed and created again gets a new creation serial); GPUs
 // without MIG give clear errors.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,46 +19,32 @@
 #include "mig/plan.h"
 #include "nvml/client.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/sim_node.h"
 
 namespace gpuop::mig {
 namespace {
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
 const std::string kFixtures = std::string(GPUOP_SOURCE_DIR) + "/tests/fixtures/mig/";
 
 class MigSimTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/migsim-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-
+  // A fresh node per SetUp: the loops below start over with TearDown + SetUp.
+  void SetUp() override { sim_.emplace(); }
   void TearDown() override {
     client_.reset();
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
+    sim_.reset();
   }
 
   void Machine(const std::string& machine) {
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
-    setenv("GPUOP_SIM_SEED", "mig-test", 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    auto c = nvml::Client::Open(kSim);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = std::move(c).value();
+    ASSERT_TRUE(sim_->Boot(machine, "mig-test"));
+    client_ = sim_->OpenNvmlOrFail();
+    ASSERT_NE(client_, nullptr);
   }
 
   // Apply options whose GPU reset is the simulator's (what nvidia-smi -r does).
   ApplyOptions WithReset() {
     ApplyOptions o;
-    o.reset_gpu = [this](unsigned gpu) { return sim::ResetGpu(*store_, gpu); };
+    o.reset_gpu = [this](unsigned gpu) { return sim::ResetGpu(sim_->store(), gpu); };
     return o;
   }
 
@@ -69,7 +54,7 @@ class MigSimTest : public ::testing::Test {
 
   // Creation serials of every GI and CI of each GPU, from the simulator.
   std::vector<std::set<uint64_t>> Serials() {
-    auto s = store_->Read();
+    auto s = sim_->store().Read();
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     std::vector<std::set<uint64_t>> out;
     if (!s.ok()) return out;
@@ -112,8 +97,7 @@ class MigSimTest : public ::testing::Test {
     return "all-" + best;
   }
 
-  std::string dir_;
-  std::unique_ptr<sim::StateStore> store_;
+  std::optional<testing::SimNode> sim_;
   std::unique_ptr<nvml::Client> client_;
 };
 
@@ -182,7 +166,7 @@ TEST_F(MigSimTest, ChangeOnOneGpuLeavesTheOthersUntouched) {
   ASSERT_EQ(before.size(), 8u);
   auto calls = [this] {  // the simulator's create + destroy calls per GPU
     std::vector<uint64_t> out;
-    auto s = store_->Read();
+    auto s = sim_->store().Read();
     EXPECT_TRUE(s.ok());
     for (const auto& g : (*s)->gpus) out.push_back(g.mig_creates + g.mig_destroys);
     return out;
@@ -237,9 +221,9 @@ TEST_F(MigSimTest, PackingThatFirstFitMisses) {
   // The simulator's first-fit (no placement given) fails on this order, as
   // the driver does: the packer must place the 3g at 4.
   Status first_fit =
-      sim::SetMigLayout(*store_, 0, true, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"});
+      sim::SetMigLayout(sim_->store(), 0, true, {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"});
   EXPECT_FALSE(first_fit.ok());
-  ASSERT_TRUE(sim::SetMigLayout(*store_, 0, true, {}).ok());
+  ASSERT_TRUE(sim::SetMigLayout(sim_->store(), 0, true, {}).ok());
   auto f = ParseConfig(
       "version: v1\nmig-configs:\n  tight:\n    - devices: all\n      mig-enabled: true\n"
       "      mig-devices: {\"3g.40gb\": 1, \"2g.20gb\": 1, \"1g.10gb\": 2}\n",
@@ -283,7 +267,7 @@ TEST_F(MigSimTest, ResetRequiredIsReportedNotHidden) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("reset required"), std::string::npos) << s.message();
   // After the reset, the same apply makes the layout.
-  ASSERT_TRUE(sim::ResetGpu(*store_, 0).ok());
+  ASSERT_TRUE(sim::ResetGpu(sim_->store(), 0).ok());
   auto again = ApplyConfig(*client_, defaults, "all-7g.80gb", ApplyOptions{});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->ResetRequired().empty());

@@ -28,6 +28,9 @@
 #include "sim/kube/server.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/api_emulator.h"
+#include "tests/testing/sim_node.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::mig {
 namespace {
@@ -36,7 +39,6 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace res = kube::resources;
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
 constexpr auto kWait = 30s;
 constexpr char kNode[] = "node-1";
 constexpr char kNs[] = "gpu-operator";
@@ -89,30 +91,13 @@ TEST(MigManagerPureTest, ValidateNamesTheMissingPiece) {
 class MigManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/migmgr-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    setenv("GPUOP_SIM_MACHINE", "dgx-h100", 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state").c_str(), 1);
-    setenv("GPUOP_SIM_SEED", "mig-manager-test", 1);
-    auto store = sim::OpenStateFromEnv(true);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    ASSERT_TRUE(sim_.booted());
+    dir_ = sim_.dir();
     ASSERT_TRUE(WriteFileAtomic(dir_ + "/config.yaml", kConfig).ok());
-
-    simkube::ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
-    so.threads = 16;
-    auto server = simkube::ApiServer::Start(std::move(so));
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(server).value();
-    kube::RestConfig rc;
-    rc.server = server_->url();
-    rc.qps = 0;
-    auto client = kube::Client::New(rc);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(client).value();
+    auto api = testing::StartApiEmulator(16);
+    ASSERT_TRUE(api.ok()) << api.status().ToString();
+    api_ = std::move(api).value();
+    client_ = api_.client.get();
 
     Json node{{"apiVersion", "v1"},
               {"kind", "Node"},
@@ -132,20 +117,13 @@ class MigManagerTest : public ::testing::Test {
   void TearDown() override {
     StopManager();
     StopDaemonSets();
-    client_.reset();
-    server_.reset();
-    store_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
   }
 
   ManagerOptions Options() {
     ManagerOptions o;
     o.node_name = kNode;
-    o.client = client_.get();
-    o.open_nvml = [] { return nvml::Client::Open(kSim); };
+    o.client = client_;
+    o.open_nvml = [] { return nvml::Client::Open(testing::kSimNvml); };
     o.config_file = dir_ + "/config.yaml";
     o.host_root = dir_ + "/host";
     o.clients_namespace = kNs;
@@ -153,7 +131,9 @@ class MigManagerTest : public ::testing::Test {
     o.poll_interval = 20ms;
     o.config_check_interval = 100ms;
     o.node_sync_timeout = 5s;
-    o.gpu_reset = [this](unsigned gpu, const std::string&) { return sim::ResetGpu(*store_, gpu); };
+    o.gpu_reset = [this](unsigned gpu, const std::string&) {
+      return sim::ResetGpu(sim_.store(), gpu);
+    };
     return o;
   }
 
@@ -199,23 +179,33 @@ class MigManagerTest : public ::testing::Test {
   }
 
   // Records every distinct value of the state label and of the device
-  // plugin's deploy label, in order.
+  // plugin's deploy label, in order, from a watch on the Node: every change
+  // is seen, however briefly it lasted.
   void StartRecorder() {
-    rec_thread_ = std::jthread([this](std::stop_token stop) {
-      while (!stop.stop_requested()) {
-        auto node = client_->Get(res::kNodes, "", kNode);
-        if (node.ok()) {
-          std::lock_guard lock(rec_mu_);
-          auto push = [](std::vector<std::string>& seq, std::string v) {
-            if (seq.empty() || seq.back() != v) seq.push_back(std::move(v));
-          };
-          push(states_, kube::Label(*node, kStateLabel).value_or(""));
-          push(plugin_label_,
-               kube::Label(*node, "nvidia.com/gpu.deploy.device-plugin").value_or(""));
-        }
-        std::this_thread::sleep_for(5ms);
-      }
+    auto node = client_->Get(res::kNodes, "", kNode);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    Record(*node);
+    kube::WatchOptions wo;
+    wo.field_selector = std::string("metadata.name=") + kNode;
+    wo.resource_version = kube::ResourceVersion(*node);
+    rec_thread_ = std::jthread([this, wo](std::stop_token stop) {
+      Status s = client_->Watch(
+          res::kNodes, "", wo,
+          [this](kube::WatchEvent&& e) {
+            if (e.type == kube::WatchEvent::Type::kModified) Record(e.object);
+            return true;
+          },
+          stop);
+      if (!stop.stop_requested()) ADD_FAILURE() << "the node watch ended: " << s.ToString();
     });
+  }
+  void Record(const Json& node) {
+    std::lock_guard lock(rec_mu_);
+    auto push = [](std::vector<std::string>& seq, std::string v) {
+      if (seq.empty() || seq.back() != v) seq.push_back(std::move(v));
+    };
+    push(states_, kube::Label(node, kStateLabel).value_or(""));
+    push(plugin_label_, kube::Label(node, "nvidia.com/gpu.deploy.device-plugin").value_or(""));
   }
 
   void StartManager(ManagerOptions o) {
@@ -251,15 +241,10 @@ class MigManagerTest : public ::testing::Test {
     return node.ok() ? kube::Annotation(*node, key).value_or("") : "<error>";
   }
   bool WaitForState(const std::string& want) {
-    const auto deadline = std::chrono::steady_clock::now() + kWait;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (NodeLabel(kStateLabel) == want) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return testing::WaitFor([&] { return NodeLabel(kStateLabel) == want; }, kWait);
   }
   Status Assert(const std::string& name) {
-    auto nvml = nvml::Client::Open(kSim);
+    auto nvml = nvml::Client::Open(testing::kSimNvml);
     if (!nvml.ok()) return nvml.status();
     auto text = ReadFile(dir_ + "/config.yaml");
     auto file = ParseConfig(*text, "config.yaml");
@@ -275,10 +260,10 @@ class MigManagerTest : public ::testing::Test {
     return plugin_label_;
   }
 
+  testing::SimNode sim_{"dgx-h100", "mig-manager-test"};
+  testing::ApiEmulator api_;
   std::string dir_;
-  std::unique_ptr<sim::StateStore> store_;
-  std::unique_ptr<simkube::ApiServer> server_;
-  std::unique_ptr<kube::Client> client_;
+  kube::Client* client_ = nullptr;
   std::unique_ptr<Manager> manager_;
   std::jthread manager_thread_, ds_thread_, rec_thread_;
   std::atomic<int> pods_created_{0}, pods_deleted_{0};
@@ -310,7 +295,7 @@ TEST_F(MigManagerTest, LabelChangeAppliesWithClientsPausedAndRestored) {
   SetConfigLabel("all-1g.10gb");
   ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
   {  // the file lacks all-1g.10gb: the GPUs themselves
-    auto nvml = nvml::Client::Open(kSim);
+    auto nvml = nvml::Client::Open(testing::kSimNvml);
     ASSERT_TRUE(nvml.ok());
     auto gpus = (*nvml)->Gpus();
     ASSERT_TRUE(gpus.ok());
@@ -345,11 +330,9 @@ TEST_F(MigManagerTest, LabelChangeAppliesWithClientsPausedAndRestored) {
   const int deleted = pods_deleted_.load();
   const size_t seen = States().size();
   SetConfigLabel("all-disabled");
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (std::chrono::steady_clock::now() < deadline &&
-         !(States().size() >= seen + 2 && States().back() == "success")) {
-    std::this_thread::sleep_for(20ms);
-  }
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return States().size() >= seen + 2 && States().back() == "success"; }, kWait))
+      << NodeAnnotation(kFailureAnnotation);
   ASSERT_EQ(States().back(), "success") << NodeAnnotation(kFailureAnnotation);
   EXPECT_EQ(States()[seen], "pending");
   EXPECT_TRUE(Assert("all-disabled").ok()) << Assert("all-disabled").ToString();
@@ -410,7 +393,7 @@ TEST_F(MigManagerTest, FailureMidApplyRollsBackAndRestoresLabels) {
   EXPECT_NE(reason.find("in use"), std::string::npos) << reason;
   EXPECT_NE(reason.find("previous layout is back"), std::string::npos) << reason;
   EXPECT_TRUE(Assert("all-disabled").ok()) << Assert("all-disabled").ToString();
-  auto nvml = nvml::Client::Open(kSim);
+  auto nvml = nvml::Client::Open(testing::kSimNvml);
   ASSERT_TRUE(nvml.ok());
   for (const auto& g : *(*nvml)->Gpus()) EXPECT_FALSE(g.mig_pending) << g.index;
   EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true", kPausedForMigChange, "true"}));
@@ -427,14 +410,14 @@ TEST_F(MigManagerTest, NvmlFaultMidApplyRestoresThePreviousLayout) {
   StartManager(Options());
   SetConfigLabel("all-enabled");
   ASSERT_TRUE(WaitForState("success"));
-  ASSERT_TRUE(sim::InjectMigCreateFailure(*store_, 1, 1).ok());
+  ASSERT_TRUE(sim::InjectMigCreateFailure(sim_.store(), 1, 1).ok());
   SetConfigLabel("mixed");
   ASSERT_TRUE(WaitForState("failed"));
   const std::string reason = NodeAnnotation(kFailureAnnotation);
   EXPECT_NE(reason.find("GPU 1"), std::string::npos) << reason;
   EXPECT_NE(reason.find("previous layout is back"), std::string::npos) << reason;
   EXPECT_TRUE(Assert("all-enabled").ok()) << Assert("all-enabled").ToString();
-  auto nvml = nvml::Client::Open(kSim);
+  auto nvml = nvml::Client::Open(testing::kSimNvml);
   ASSERT_TRUE(nvml.ok());
   auto gpus = (*nvml)->Gpus();
   ASSERT_TRUE(gpus.ok());
@@ -469,8 +452,8 @@ TEST_F(MigManagerTest, KeptConfigAppliedOnceTheApiServerIsBack) {
   const std::string state_dir = dir_ + "/host/etc/nvidia-mig-manager";
   ASSERT_TRUE(MakeDirs(state_dir).ok());
   ASSERT_TRUE(WriteFileAtomic(state_dir + "/selected-config", "mixed\n").ok());
-  const int port = server_->port();
-  server_.reset();  // the API server is down
+  const int port = api_.server->port();
+  api_.server.reset();  // the API server is down
 
   ManagerOptions o = Options();
   o.node_sync_timeout = 200ms;
@@ -483,7 +466,7 @@ TEST_F(MigManagerTest, KeptConfigAppliedOnceTheApiServerIsBack) {
   so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
   auto server = simkube::ApiServer::Start(std::move(so));
   ASSERT_TRUE(server.ok()) << server.status().ToString();
-  server_ = std::move(server).value();
+  api_.server = std::move(server).value();
   Json node{{"apiVersion", "v1"},
             {"kind", "Node"},
             {"metadata", {{"name", kNode}, {"labels", {{kConfigLabel, "mixed"}}}}}};
@@ -506,7 +489,7 @@ TEST_F(MigManagerTest, RebootWhenNoResetThenApplyAtStart) {
   o.reboot = [this, &reboots] {
     ++reboots;
     for (unsigned g = 0; g < 8; ++g) {  // what a reboot does to the GPUs
-      if (Status s = sim::ResetGpu(*store_, g); !s.ok()) return s;
+      if (Status s = sim::ResetGpu(sim_.store(), g); !s.ok()) return s;
     }
     return Status::Ok();
   };

@@ -4,7 +4,6 @@
 // old driver without the call.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -15,52 +14,35 @@
 
 #include "nvml/client.h"
 #include "nvml/nvml_abi.h"
+#include "tests/testing/sim_env.h"
 
 namespace gpuop::nvml {
 namespace {
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
+using testing::kSimNvml;
 const std::string kOld = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-old.so";
 
 class FabricNvmlTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpuop-fabric-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    unsetenv("GPUOP_SIM_DRIVER");
-  }
-  void TearDown() override {
-    client_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
-
   void Env(const std::string& machine, const std::string& seed) {
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
     // A fresh state per machine: a state directory belongs to one machine.
-    setenv("GPUOP_SIM_STATE", (dir_ + "/state-" + std::to_string(states_++)).c_str(), 1);
-    setenv("GPUOP_SIM_SEED", seed.c_str(), 1);
+    sim_.Point(machine, seed, "state-" + std::to_string(states_++));
   }
 
   Client* Open(const std::string& machine, const std::string& seed = "node-a") {
     client_.reset();
     Env(machine, seed);
-    auto c = Client::Open(kSim);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    client_ = c.ok() ? std::move(c).value() : nullptr;
+    client_ = sim_.OpenNvmlOrFail();
     return client_.get();
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
+    std::string path = sim_.dir() + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
 
-  std::string dir_;
+  testing::SimEnv sim_;
   unsigned states_ = 0;
   std::unique_ptr<Client> client_;
 };
@@ -197,11 +179,11 @@ TEST_F(FabricNvmlTest, MachineFileRejectsBadFabric) {
       "gpus:\n- model: gb200\n  fabric: {clusterUuid: 8f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b, "
       "cliqueId: 1}\n";
   Env(WriteFile("good.yaml", good), "good");
-  EXPECT_TRUE(Client::Open(kSim).ok());
+  EXPECT_TRUE(Client::Open(kSimNvml).ok());
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE(bad[i]);
     Env(WriteFile("bad" + std::to_string(i) + ".yaml", bad[i]), "bad" + std::to_string(i));
-    EXPECT_FALSE(Client::Open(kSim).ok());
+    EXPECT_FALSE(Client::Open(kSimNvml).ok());
   }
 }
 
@@ -209,7 +191,7 @@ TEST_F(FabricNvmlTest, MachineFileRejectsBadFabric) {
 // answers them: v2 and v3 filled, anything else a version mismatch.
 TEST_F(FabricNvmlTest, FabricInfoVHonoursTheCallersVersion) {
   Env("gb200-nvl4", "node-a");
-  void* h = dlopen(kSim.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << dlerror();
   auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
   auto shutdown = reinterpret_cast<decltype(&nvmlShutdown)>(dlsym(h, "nvmlShutdown"));

@@ -1,47 +1,26 @@
 // The topology and health-probe calls of nvml::Client, against the GPU
 // simulator (libnvml-sim.so) loaded as the driver's NVML would be.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "nvml/client.h"
+#include "tests/testing/sim_env.h"
 
 namespace gpuop::nvml {
 namespace {
 
-const std::string kSim = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
-
 class TopologyNvmlTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpuop-topology-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    unsetenv("GPUOP_SIM_DRIVER");
-  }
-  void TearDown() override {
-    client_.reset();
-    unsetenv("GPUOP_SIM_MACHINE");
-    unsetenv("GPUOP_SIM_STATE");
-    unsetenv("GPUOP_SIM_SEED");
-    std::filesystem::remove_all(dir_);
-  }
-
   Client& Open(const std::string& machine) {
     client_.reset();
-    setenv("GPUOP_SIM_MACHINE", machine.c_str(), 1);
-    setenv("GPUOP_SIM_STATE", (dir_ + "/" + machine).c_str(), 1);
-    setenv("GPUOP_SIM_SEED", dir_.c_str(), 1);
-    auto c = Client::Open(kSim);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    client_ = c.ok() ? std::move(c).value() : nullptr;
+    sim_.Point(machine, sim_.dir(), machine);
+    client_ = sim_.OpenNvmlOrFail();
     return *client_;
   }
 
-  std::string dir_;
+  testing::SimEnv sim_;
   std::unique_ptr<Client> client_;
 };
 
