@@ -16,6 +16,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kubelet/proto_convert.h"
 #include "kubelet/registration.h"
+#include "kubelet/unix_socket.h"
 
 namespace gpuop::sim {
 namespace {
@@ -23,8 +24,6 @@ namespace {
 using deviceplugin::ContainerAllocation;
 using deviceplugin::PluginDevice;
 using kubelet::FromGrpcStatus;
-
-constexpr size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 
 // Why the kubelet would refuse this request; empty when it would not.
 std::string RegistrationError(const KubeletRegistration& r) {
@@ -221,9 +220,9 @@ class FakeKubelet::Impl {
 
 Result<std::unique_ptr<FakeKubelet>> FakeKubelet::Start(std::string dir) {
   const std::string sock = dir + "/" + std::string(kubelet::kKubeletSocketName);
-  if (sock.size() > kMaxUnixSocketPath) {
+  if (sock.size() > kubelet::kMaxUnixSocketPath) {
     return InvalidArgument("fake kubelet: socket path " + sock + " is longer than " +
-                           std::to_string(kMaxUnixSocketPath) +
+                           std::to_string(kubelet::kMaxUnixSocketPath) +
                            " bytes (a unix socket limit); use a shorter directory");
   }
   GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
