@@ -14,7 +14,8 @@
 #     the same wrk run.
 # Two nodes: 8 × H100 (dgx-h100), then the same with 7 MIG 1g.10gb GPU
 # instances on each GPU (8 GPU + 56 GPU instance series per field).
-# Needs wrk, nginx, curl. wrk and the server share the machine's cores.
+# Needs wrk, nginx, curl. One wrk thread and one server process (the exporter
+# has one event-loop thread; nginx gets one worker) share the 2 cores.
 # Usage: scripts/bench_exporter.sh BUILD_DIR   (a Release build)
 set -euo pipefail
 build=$(cd "${1:?usage: bench_exporter.sh BUILD_DIR}" && pwd)
@@ -64,7 +65,7 @@ memory() {
 scrapes() { curl -sf "$1" | awk '/^gpuop_exporter_scrapes_total / {print $2}'; }
 # load URL: wrk's "req/s | p50 | p99" for $connections connections, $seconds s.
 load() {
-  wrk -t2 -c"$connections" -d"${seconds}s" --latency "$1" >"$work/wrk.out"
+  wrk -t1 -c"$connections" -d"${seconds}s" --latency "$1" >"$work/wrk.out"
   awk '/^ +50%/ {p50 = $2} /^ +99%/ {p99 = $2} /^Requests\/sec:/ {rps = $2}
        /Non-2xx|Socket errors/ {err = err " " $0}
        END { printf "%.0f | %s | %s%s", rps, p50, p99, (err == "" ? "" : " (" err ")") }' "$work/wrk.out"
@@ -79,7 +80,7 @@ nginx_ceiling() {
   cat >"$dir/nginx.conf" <<EOF
 daemon off;
 user $(id -un) $(id -gn);
-worker_processes 2;
+worker_processes 1;
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
 events { worker_connections 1024; }
@@ -147,7 +148,7 @@ for gpu in 0 1 2 3 4 5 6 7; do
 done
 bench_node "8 × H100, 56 MIG 1g.10gb"
 
-echo "== gpuop exporter: wrk -t2 -c$connections -d${seconds}s --latency (wrk and server share $(nproc) cores)"
+echo "== gpuop exporter: wrk -t1 -c$connections -d${seconds}s --latency (wrk and server share $(nproc) cores)"
 echo "| node | server | bytes per scrape | requests/s | median | p99 |"
 echo "|---|---|---|---|---|---|"
 printf '%s\n' "${load_rows[@]}"

@@ -1,10 +1,30 @@
 #include "http/server.h"
 
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <stop_token>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
+#include "base/log.h"
 #include "base/strings.h"
 
 namespace gpuop::http {
@@ -36,64 +56,679 @@ Result<std::pair<std::string, int>> ParseListen(std::string_view listen, std::st
   return std::make_pair(host, static_cast<int>(*p));
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Request line and headers; a scraper's request is a few hundred bytes.
+constexpr size_t kMaxRequestHead = 16 * 1024;
+constexpr size_t kReadChunk = 64 * 1024;
+// Beyond this many open connections new ones are accepted and closed at once,
+// so a flood cannot run the process out of descriptors.
+constexpr size_t kMaxConnections = 1024;
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+// After the last response on a closing connection the server shuts its side
+// and reads what the peer still sends (so the kernel does not answer unread
+// data with a reset that could destroy the response), for at most this long.
+constexpr auto kLingerTimeout = std::chrono::seconds(5);
+// Answers queued on one connection before the server stops parsing its
+// pipelined requests until the peer reads: bounds memory per connection.
+constexpr size_t kMaxQueuedResponses = 32;
+// When accept fails for want of descriptors, the listener rests this long
+// (level-triggered epoll would otherwise report it again at once).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr int kMaxIovecs = 64;
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      break;
+  }
+  if (status >= 200 && status < 300) return "OK";
+  if (status >= 400 && status < 500) return "Client Error";
+  if (status >= 500 && status < 600) return "Server Error";
+  return "Unknown";
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] + 32) : a[i];
+    char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] + 32) : b[i];
+    if (x != y) return false;
+  }
+  return true;
+}
+
+std::string_view TrimSpaces(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Whether the comma-separated header value holds `token` (case-insensitive).
+bool HasToken(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    if (EqualsIgnoreCase(TrimSpaces(value.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// One parsed request head. Views point into the connection's input buffer.
+struct Request {
+  std::string_view method;
+  std::string_view path;  // without query string or fragment
+  bool http10 = false;
+  bool keep_alive = true;
+  bool has_body = false;
+};
+
+enum class ParseResult { kIncomplete, kRequest, kBad };
+
+// Parses the request head at the start of `in`; on kRequest `*consumed` is
+// its length including the blank line.
+ParseResult ParseRequest(std::string_view in, Request* req, size_t* consumed) {
+  // A blank line ends the head; bare LF line ends are tolerated.
+  size_t end = std::string_view::npos;
+  size_t head_len = 0;
+  for (size_t i = in.find('\n'); i != std::string_view::npos; i = in.find('\n', i + 1)) {
+    if (i + 1 < in.size() && in[i + 1] == '\n') {
+      end = i;
+      head_len = i + 2;
+      break;
+    }
+    if (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n') {
+      end = i;
+      head_len = i + 3;
+      break;
+    }
+  }
+  if (end == std::string_view::npos) return ParseResult::kIncomplete;
+  *consumed = head_len;
+  std::string_view head = in.substr(0, end);
+
+  size_t eol = head.find('\n');
+  std::string_view line = TrimSpaces(head.substr(0, eol));
+  head = eol == std::string_view::npos ? std::string_view() : head.substr(eol + 1);
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp1 == 0 || sp2 == std::string_view::npos || sp2 == sp1 + 1) return ParseResult::kBad;
+  req->method = line.substr(0, sp1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view version = line.substr(sp2 + 1);
+  if (version == "HTTP/1.1") {
+    req->keep_alive = true;
+  } else if (version == "HTTP/1.0") {
+    req->http10 = true;
+    req->keep_alive = false;
+  } else {
+    return ParseResult::kBad;
+  }
+  // absolute-form ("http://host/path") names the same resource.
+  if (size_t scheme = target.find("://"); scheme != std::string_view::npos && target[0] != '/') {
+    size_t slash = target.find('/', scheme + 3);
+    target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+  }
+  req->path = target.substr(0, target.find_first_of("?#"));
+
+  bool close = false;
+  bool keep_alive = false;
+  while (!head.empty()) {
+    eol = head.find('\n');
+    std::string_view field = head.substr(0, eol);
+    head = eol == std::string_view::npos ? std::string_view() : head.substr(eol + 1);
+    if (!field.empty() && field.back() == '\r') field.remove_suffix(1);
+    if (field.empty()) continue;
+    size_t colon = field.find(':');
+    if (colon == std::string_view::npos || colon == 0) return ParseResult::kBad;
+    std::string_view name = field.substr(0, colon);
+    std::string_view value = TrimSpaces(field.substr(colon + 1));
+    if (EqualsIgnoreCase(name, "connection")) {
+      close = close || HasToken(value, "close");
+      keep_alive = keep_alive || HasToken(value, "keep-alive");
+    } else if (EqualsIgnoreCase(name, "content-length")) {
+      auto n = ParseUint(value);
+      if (!n) return ParseResult::kBad;
+      if (*n > 0) req->has_body = true;
+    } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
+      req->has_body = true;
+    }
+  }
+  if (close) req->keep_alive = false;
+  if (keep_alive && !close) req->keep_alive = true;
+  return ParseResult::kRequest;
+}
+
+// One queued answer: the head, then the shared page, then the body, written
+// from `sent` on. Holding `shared` keeps the page alive until it is written.
+struct Outgoing {
+  std::string head;
+  std::shared_ptr<const std::string> shared;
+  std::string body;
+  size_t sent = 0;
+
+  size_t size() const { return head.size() + (shared ? shared->size() : 0) + body.size(); }
+};
+
+struct Connection {
+  int fd = -1;
+  std::string in;  // received, not yet parsed
+  std::deque<Outgoing> out;
+  Clock::time_point last_active;
+  uint32_t events = 0;       // what epoll watches now
+  bool close_after = false;  // the last queued answer ends the connection
+  bool peer_eof = false;     // the peer shut its side
+  bool lingering = false;    // our side shut; reading until the peer closes
+  bool closed = false;       // for stale events in the same epoll batch
+};
+
+}  // namespace
+
 struct Server::Impl {
-  httplib::Server http;
+  std::map<std::string, Handler> routes;
   std::string host;
   int port = 0;
-  std::thread listener;
+  int listen_fd = -1;
+  int epoll_fd = -1;
+  int wake_fd = -1;
+  std::unordered_map<int, std::unique_ptr<Connection>> connections;
+  // Closed in this epoll batch; freed after it so stale events can see `closed`.
+  std::vector<std::unique_ptr<Connection>> graveyard;
+  Clock::time_point next_scan = Clock::time_point::max();
+  Clock::time_point accept_resume = Clock::time_point::min();
+  bool accept_paused = false;
+  std::mutex stop_mu;
+  std::atomic<std::thread::id> loop_id;
+  std::stop_source stop;
+  std::jthread loop;
+
+  ~Impl() {
+    for (int fd : {listen_fd, epoll_fd, wake_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  void Run(std::stop_token stop);
+  void Accept(Clock::time_point now);
+  void OnEvent(Connection* c, uint32_t events, Clock::time_point now);
+  void Progress(Connection* c, Clock::time_point now);
+  void Serve(Connection* c, const Request& req);
+  void Queue(Connection* c, int status, std::string_view content_type, std::string body,
+             std::shared_ptr<const std::string> shared, bool head_only, bool keep_alive,
+             bool http10_keep_alive, std::string_view extra_headers = {});
+  bool Flush(Connection* c);  // false: the connection broke and is closed
+  void Watch(Connection* c, uint32_t events);
+  void Close(Connection* c);
+  void Scan(Clock::time_point now);
+  void CloseAll();
 };
+
+void Server::Impl::Watch(Connection* c, uint32_t events) {
+  if (c->events == events) return;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = c;
+  if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
+}
+
+void Server::Impl::Close(Connection* c) {
+  if (c->closed) return;
+  c->closed = true;
+  ::close(c->fd);  // also drops it from the epoll set
+  auto it = connections.find(c->fd);
+  if (it != connections.end()) {
+    graveyard.push_back(std::move(it->second));
+    connections.erase(it);
+  }
+}
+
+void Server::Impl::CloseAll() {
+  for (auto& [fd, c] : connections) {
+    c->closed = true;
+    ::close(fd);
+  }
+  connections.clear();
+  graveyard.clear();
+}
+
+void Server::Impl::Accept(Clock::time_point now) {
+  for (;;) {
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        LogWarn("http server: cannot accept a connection, pausing the listener",
+                {{"address", host + ":" + std::to_string(port)}, {"error", std::strerror(errno)}});
+        epoll_event ev{};
+        ev.data.ptr = &listen_fd;
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &ev);  // watch nothing for a while
+        accept_paused = true;
+        accept_resume = now + kAcceptPause;
+      }
+      return;  // EAGAIN: all taken
+    }
+    if (connections.size() >= kMaxConnections) {
+      ::close(fd);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // small answers: no Nagle delay
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->last_active = now;
+    c->events = EPOLLIN;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = c.get();
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);
+      continue;
+    }
+    connections.emplace(fd, std::move(c));
+    next_scan = std::min(next_scan, now + kIdleTimeout);
+  }
+}
+
+void Server::Impl::Queue(Connection* c, int status, std::string_view content_type, std::string body,
+                         std::shared_ptr<const std::string> shared, bool head_only, bool keep_alive,
+                         bool http10_keep_alive, std::string_view extra_headers) {
+  Outgoing o;
+  const size_t length = body.size() + (shared ? shared->size() : 0);
+  o.head.reserve(128 + content_type.size() + extra_headers.size());
+  o.head += "HTTP/1.1 ";
+  o.head += std::to_string(status);
+  o.head += ' ';
+  o.head += Reason(status);
+  o.head += "\r\nContent-Type: ";
+  o.head += content_type;
+  o.head += "\r\nContent-Length: ";
+  o.head += std::to_string(length);
+  o.head += "\r\n";
+  o.head += extra_headers;
+  if (!keep_alive) {
+    o.head += "Connection: close\r\n";
+  } else if (http10_keep_alive) {
+    o.head += "Connection: keep-alive\r\n";
+  }
+  o.head += "\r\n";
+  if (!head_only) {
+    o.shared = std::move(shared);
+    o.body = std::move(body);
+  }
+  c->out.push_back(std::move(o));
+  if (!keep_alive) c->close_after = true;
+}
+
+void Server::Impl::Serve(Connection* c, const Request& req) {
+  const bool is_get = req.method == "GET";
+  const bool is_head = req.method == "HEAD";
+  // A body cannot be skipped reliably without parsing it: answer and close.
+  const bool keep_alive = req.keep_alive && !req.has_body;
+  // HTTP/1.0 closes unless both sides say keep-alive.
+  const bool ka10 = keep_alive && req.http10;
+  const bool head_only = is_head;
+  constexpr std::string_view kText = "text/plain; charset=utf-8";
+  if (!is_get && !is_head) {
+    Queue(c, 405, kText, "method not allowed: only GET and HEAD\n", nullptr, false, keep_alive,
+          ka10, "Allow: GET, HEAD\r\n");
+    return;
+  }
+  if (req.has_body) {
+    Queue(c, 400, kText, "a GET or HEAD request has no body\n", nullptr, head_only, false, false);
+    return;
+  }
+  auto route = routes.find(std::string(req.path));
+  if (route == routes.end()) {
+    Queue(c, 404, kText, "404 page not found\n", nullptr, head_only, keep_alive, ka10);
+    return;
+  }
+  Response r;
+  try {
+    r = route->second();
+  } catch (const std::exception& e) {
+    LogError("http handler failed", {{"path", route->first}, {"error", e.what()}});
+    Queue(c, 500, kText, "internal server error\n", nullptr, head_only, keep_alive, ka10);
+    return;
+  } catch (...) {
+    LogError("http handler failed", {{"path", route->first}, {"error", "unknown exception"}});
+    Queue(c, 500, kText, "internal server error\n", nullptr, head_only, keep_alive, ka10);
+    return;
+  }
+  Queue(c, r.status, r.content_type, std::move(r.body), std::move(r.shared_body), head_only,
+        keep_alive, ka10);
+}
+
+bool Server::Impl::Flush(Connection* c) {
+  while (!c->out.empty()) {
+    iovec iov[kMaxIovecs];
+    int n_iov = 0;
+    for (const Outgoing& o : c->out) {
+      if (n_iov + 3 > kMaxIovecs) break;
+      std::string_view parts[3] = {o.head, o.shared ? std::string_view(*o.shared) : "", o.body};
+      size_t skip = o.sent;
+      for (std::string_view part : parts) {
+        if (skip >= part.size()) {
+          skip -= part.size();
+          continue;
+        }
+        iov[n_iov].iov_base = const_cast<char*>(part.data() + skip);
+        iov[n_iov].iov_len = part.size() - skip;
+        ++n_iov;
+        skip = 0;
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n_iov;
+    ssize_t n = ::sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      Close(c);  // the peer went away
+      return false;
+    }
+    size_t written = static_cast<size_t>(n);
+    while (written > 0 && !c->out.empty()) {
+      Outgoing& o = c->out.front();
+      size_t left = o.size() - o.sent;
+      if (written < left) {
+        o.sent += written;
+        written = 0;
+      } else {
+        written -= left;
+        c->out.pop_front();  // releases the shared page
+      }
+    }
+  }
+  return true;
+}
+
+void Server::Impl::Progress(Connection* c, Clock::time_point now) {
+  for (;;) {
+    // Parse what is buffered, up to the queue bound.
+    size_t pos = 0;
+    size_t parsed = 0;
+    while (!c->close_after && c->out.size() < kMaxQueuedResponses && pos < c->in.size()) {
+      std::string_view rest(c->in.data() + pos, c->in.size() - pos);
+      // Empty lines between requests are allowed (RFC 9112 §2.2).
+      size_t blanks = 0;
+      while (blanks < rest.size() && (rest[blanks] == '\r' || rest[blanks] == '\n')) ++blanks;
+      pos += blanks;
+      rest.remove_prefix(blanks);
+      if (rest.empty()) break;
+      Request req;
+      size_t consumed = 0;
+      ParseResult result = ParseRequest(rest, &req, &consumed);
+      if (result == ParseResult::kIncomplete) {
+        if (rest.size() > kMaxRequestHead) {
+          Queue(c, 431, "text/plain; charset=utf-8", "request header fields too large\n", nullptr,
+                false, false, false);
+          pos = c->in.size();
+        }
+        break;
+      }
+      if (result == ParseResult::kBad) {
+        Queue(c, 400, "text/plain; charset=utf-8", "malformed request\n", nullptr, false, false,
+              false);
+        pos = c->in.size();
+        break;
+      }
+      pos += consumed;
+      ++parsed;
+      if (consumed > kMaxRequestHead) {
+        Queue(c, 431, "text/plain; charset=utf-8", "request header fields too large\n", nullptr,
+              false, false, false);
+        break;
+      }
+      Serve(c, req);
+    }
+    if (c->close_after) pos = c->in.size();  // nothing after a closing answer is read
+    c->in.erase(0, pos);
+
+    if (!Flush(c)) return;
+    if (!c->out.empty()) {
+      Watch(c, EPOLLOUT);  // wait for the peer to read; no more input until then
+      return;
+    }
+    if (c->close_after) {
+      if (c->peer_eof) {
+        Close(c);
+        return;
+      }
+      // Shut our side and read until the peer closes, so the answer arrives whole.
+      ::shutdown(c->fd, SHUT_WR);
+      c->lingering = true;
+      c->last_active = now;
+      next_scan = std::min(next_scan, now + kLingerTimeout);
+      Watch(c, EPOLLIN);
+      return;
+    }
+    if (parsed == 0 || c->in.empty()) {
+      if (c->peer_eof) {
+        Close(c);  // answered all it sent; a partial request can never complete
+        return;
+      }
+      Watch(c, EPOLLIN);
+      return;
+    }
+    // Everything written and requests held back by the queue bound: go on.
+  }
+}
+
+void Server::Impl::OnEvent(Connection* c, uint32_t events, Clock::time_point now) {
+  if (c->closed) return;
+  if (c->lingering) {
+    char sink[4096];
+    for (;;) {
+      ssize_t n = ::recv(c->fd, sink, sizeof(sink), 0);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      Close(c);  // EOF or error
+      return;
+    }
+  }
+  if ((events & EPOLLIN) && !c->peer_eof) {
+    char buf[kReadChunk];
+    ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      c->in.append(buf, static_cast<size_t>(n));
+      c->last_active = now;
+    } else if (n == 0) {
+      c->peer_eof = true;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      Close(c);
+      return;
+    }
+  } else if (events & EPOLLOUT) {
+    c->last_active = now;
+  } else if (events & (EPOLLERR | EPOLLHUP)) {
+    Close(c);
+    return;
+  }
+  Progress(c, now);
+}
+
+void Server::Impl::Scan(Clock::time_point now) {
+  next_scan = Clock::time_point::max();
+  std::vector<Connection*> expired;
+  for (auto& [fd, c] : connections) {
+    Clock::time_point deadline = c->last_active + (c->lingering ? kLingerTimeout : kIdleTimeout);
+    if (deadline <= now) {
+      expired.push_back(c.get());
+    } else {
+      next_scan = std::min(next_scan, deadline);
+    }
+  }
+  for (Connection* c : expired) Close(c);
+}
+
+void Server::Impl::Run(std::stop_token stop) {
+  loop_id.store(std::this_thread::get_id());
+  epoll_event events[128];
+  while (!stop.stop_requested()) {
+    int timeout_ms = -1;
+    Clock::time_point wake_at = next_scan;
+    if (accept_paused) wake_at = std::min(wake_at, accept_resume);
+    if (wake_at != Clock::time_point::max()) {
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake_at - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<decltype(wait)>(wait, 0, 60'000));
+    }
+    int n = ::epoll_wait(epoll_fd, events, 128, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      LogError("http server: epoll_wait failed; the server stops",
+               {{"address", host + ":" + std::to_string(port)}, {"error", std::strerror(errno)}});
+      break;
+    }
+    const Clock::time_point now = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      void* tag = events[i].data.ptr;
+      if (tag == &wake_fd) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd, &count, sizeof(count));
+      } else if (tag == &listen_fd) {
+        Accept(now);
+      } else {
+        OnEvent(static_cast<Connection*>(tag), events[i].events, now);
+      }
+    }
+    graveyard.clear();
+    if (accept_paused && now >= accept_resume) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &listen_fd;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &ev);
+      accept_paused = false;
+    }
+    if (now >= next_scan) {
+      Scan(now);
+      graveyard.clear();
+    }
+  }
+  CloseAll();
+  ::close(listen_fd);  // the port closes before Stop returns
+  listen_fd = -1;
+}
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { Stop(); }
+
+namespace {
+
+// A listening socket on the first address of host:port that binds.
+int Listen(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (a->ai_family == AF_INET6) {
+      int zero = 0;  // "::" also takes IPv4, as before
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) break;
+    ::close(fd);
+    fd = -1;
+  }
+  ::freeaddrinfo(found);
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return -1;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(std::string_view listen, std::string_view flag,
                                               std::map<std::string, Handler> routes) {
   GPUOP_ASSIGN_OR_RETURN(auto hostport, ParseListen(listen, flag));
   auto impl = std::make_unique<Impl>();
   impl->host = hostport.first;
-  // Endpoints are scraped by one Prometheus and probed by one kubelet: a few
-  // threads are plenty, and each idle one costs a stack.
-  impl->http.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  impl->http.set_tcp_nodelay(true);  // small answers: no 40 ms Nagle delay
-  for (auto& [path, handler] : routes) {
-    impl->http.Get(path, [h = handler](const httplib::Request&, httplib::Response& res) {
-      Response r = h();
-      res.status = r.status;
-      if (!r.shared_body) {
-        res.set_content(r.body, r.content_type);
-        return;
-      }
-      // The shared page, then `body`, streamed from where they are.
-      const size_t head = r.shared_body->size();
-      const size_t total = head + r.body.size();  // before the lambda takes the body
-      res.set_content_provider(
-          total, r.content_type,
-          [shared = std::move(r.shared_body), tail = std::move(r.body), head](
-              size_t offset, size_t length, httplib::DataSink& sink) {
-            while (length > 0) {
-              const bool in_head = offset < head;
-              const char* data = in_head ? shared->data() + offset : tail.data() + (offset - head);
-              size_t n = std::min(length, in_head ? head - offset : tail.size() - (offset - head));
-              if (!sink.write(data, n)) return false;
-              offset += n;
-              length -= n;
-            }
-            return true;
-          });
-    });
-  }
-  if (hostport.second == 0) {
-    impl->port = impl->http.bind_to_any_port(impl->host);
-  } else {
-    impl->port = impl->http.bind_to_port(impl->host, hostport.second) ? hostport.second : -1;
-  }
-  if (impl->port <= 0) {
+  impl->routes = std::move(routes);
+  impl->listen_fd = Listen(impl->host, hostport.second);
+  if (impl->listen_fd >= 0) impl->port = BoundPort(impl->listen_fd);
+  if (impl->listen_fd < 0 || impl->port <= 0) {
     return Unavailable("cannot listen on " + std::string(listen) + " (" + std::string(flag) +
                        "): the address is in use or not local; pick another address");
   }
+  impl->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->epoll_fd < 0 || impl->wake_fd < 0) {
+    return Unavailable("cannot start the HTTP server for " + std::string(flag) + ": " +
+                       std::strerror(errno) + " (out of file descriptors? raise ulimit -n)");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &impl->listen_fd;
+  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->listen_fd, &ev);
+  ev.data.ptr = &impl->wake_fd;
+  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->wake_fd, &ev);
   Impl* raw = impl.get();
-  impl->listener = std::thread([raw] { raw->http.listen_after_bind(); });
+  impl->loop = std::jthread([raw](std::stop_token stop) { raw->Run(stop); });
+  impl->stop = impl->loop.get_stop_source();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -107,8 +742,14 @@ std::string Server::address() const {
 
 void Server::Stop() {
   if (!impl_) return;
-  impl_->http.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->stop.request_stop();
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(impl_->wake_fd, &one, sizeof(one));
+  // From a handler (the loop thread itself) the loop ends after this batch;
+  // the owner's later Stop or destructor joins it.
+  if (impl_->loop_id.load() == std::this_thread::get_id()) return;
+  std::lock_guard lock(impl_->stop_mu);
+  if (impl_->loop.joinable()) impl_->loop.join();  // it closes every connection and the port
 }
 
 }  // namespace gpuop::http

@@ -1,12 +1,18 @@
 // A small HTTP/1.1 server for a component's own endpoints (/metrics,
-// /healthz, /readyz): GET routes answered from callbacks, on a few threads
-// of its own. Not for the Kubernetes API (that is the client's side).
+// /healthz, /readyz): GET and HEAD routes answered from callbacks on one
+// event-loop thread of its own (epoll, non-blocking sockets). Keep-alive and
+// pipelining are supported; a slow reader never holds up other connections.
+// Not for the Kubernetes API (that is the client's side).
 //
 // Addresses are written like Go's: ":8080" (every interface), "127.0.0.1:0"
 // (port 0: the kernel picks one; port() tells which), "[::1]:9400".
 //
-// Thread-safety: handlers run on the server's threads, several at once; they
-// must be thread-safe. Stop may be called from any thread.
+// Thread-safety: handlers run on the server's one loop thread, one at a time,
+// so they need not be reentrant, but they must be quick and must not block
+// (they return prebuilt strings or snapshots): while one runs, no other
+// connection is served. A handler that throws answers 500. Stop may be called
+// from any thread, a handler included; destroying the Server from a handler
+// is not allowed.
 #pragma once
 
 #include <functional>
