@@ -392,7 +392,7 @@ TEST_F(InformerTest, RelistAfterGoneDeliversWhatChangedInTheGap) {
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.watch_timeout = seconds(1);              // streams end every 1-2 s
   options.watch_failures_before_relist = 1000000;  // only a 410 may re-list here
-  Recorder recorder;  // outlives the informer's thread
+  Recorder recorder;                               // outlives the informer's thread
   Informer informer(client_.get(), options);
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
@@ -478,7 +478,7 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.page_size = 100;
   options.watch_timeout = seconds(1);  // streams also end normally, every 1-2 s
-  Recorder recorder;  // outlives the informer's thread
+  Recorder recorder;                   // outlives the informer's thread
   Informer informer(client_.get(), options);
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
@@ -526,14 +526,25 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
     }
   });
   for (auto& t : writers) t.join();
-  writing = false;
-  compactor.join();
-  // However fast the churn went, the faults stay until they have been met:
-  // a 410 that forced a re-list, and a stream that broke.
+  // However fast the churn went, the faults stay until they have been met: a
+  // 410 that forced a re-list, and a stream that broke. A stream breaks only
+  // while events flow (drop-watch counts them), so a trickle of updates goes
+  // on until then; on a fast machine the churn alone can end first.
+  std::thread trickle([&] {
+    for (int i = 0; writing.load(); ++i) {
+      (void)store.Create(configmaps_, ns_, ConfigMap("trickle-" + std::to_string(i)));
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
   EXPECT_TRUE(WaitFor([&] {
     const InformerStats s = informer.stats();
     return s.gone >= 1 && s.lists >= 2 && s.watch_errors >= 1;
-  }));
+  })) << "gone "
+      << informer.stats().gone << ", lists " << informer.stats().lists << ", watch errors "
+      << informer.stats().watch_errors;
+  writing = false;
+  trickle.join();
+  compactor.join();
   server_->faults().Clear();
 
   const auto server_state = ServerState();
