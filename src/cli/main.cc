@@ -8,9 +8,10 @@ int main(int argc, char** argv) {
   cli::GlobalOptions g;
   cli::Action action;
 
-  CLI::App app{"gpuop: the GPU Operator for Kubernetes (one binary for the operator and "
-               "every node component)",
-               "gpuop"};
+  CLI::App app{
+      "gpuop: the GPU Operator for Kubernetes (one binary for the operator and "
+      "every node component)",
+      "gpuop"};
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand
