@@ -35,6 +35,8 @@ trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
   echo "--- operator log (last 30 lines)" >&2
+  # the first sanitizer report, if any, then the end of the log
+  grep -m1 -A12 "^==[0-9]*==ERROR" "$tmp/operator.log" >&2 || true
   tail -30 "$tmp/operator.log" >&2 || true
   exit 1
 }

@@ -395,7 +395,9 @@ TEST_F(MigManagerTest, FailureMidApplyRollsBackAndRestoresLabels) {
   EXPECT_TRUE(Assert("all-disabled").ok()) << Assert("all-disabled").ToString();
   auto nvml = nvml::Client::Open(testing::kSimNvml);
   ASSERT_TRUE(nvml.ok());
-  for (const auto& g : *(*nvml)->Gpus()) EXPECT_FALSE(g.mig_pending) << g.index;
+  auto gpus = (*nvml)->Gpus();  // kept: a range-for over *Gpus() would outlive it
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  for (const auto& g : *gpus) EXPECT_FALSE(g.mig_pending) << g.index;
   EXPECT_EQ(PluginLabels(), (std::vector<std::string>{"true", kPausedForMigChange, "true"}));
   auto states = States();
   EXPECT_EQ(states.back(), "failed");

@@ -191,7 +191,9 @@ TEST_F(FabricNvmlTest, MachineFileRejectsBadFabric) {
 // answers them: v2 and v3 filled, anything else a version mismatch.
 TEST_F(FabricNvmlTest, FabricInfoVHonoursTheCallersVersion) {
   Env("gb200-nvl4", "node-a");
-  void* h = dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // NODELETE, as nvml::Library loads it: the simulator's handles live in
+  // its statics, which an unmapping dlclose would turn into leaks.
+  void* h = dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   ASSERT_NE(h, nullptr) << dlerror();
   auto init = reinterpret_cast<decltype(&nvmlInit_v2)>(dlsym(h, "nvmlInit_v2"));
   auto shutdown = reinterpret_cast<decltype(&nvmlShutdown)>(dlsym(h, "nvmlShutdown"));
