@@ -20,4 +20,8 @@ std::string JsonQuote(std::string_view s);
 // Strict unsigned parse of the whole string (decimal, or hex with 0x).
 std::optional<uint64_t> ParseUint(std::string_view s);
 
+// The standard reason phrase of an HTTP status ("Not Found"); "" for a code
+// without one here.
+std::string_view HttpReasonPhrase(int status);
+
 }  // namespace gpuop

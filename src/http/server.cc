@@ -79,55 +79,9 @@ constexpr size_t kMaxQueuedResponses = 32;
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 constexpr int kMaxIovecs = 64;
 
-const char* Reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 202:
-      return "Accepted";
-    case 204:
-      return "No Content";
-    case 301:
-      return "Moved Permanently";
-    case 302:
-      return "Found";
-    case 304:
-      return "Not Modified";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Content Too Large";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      break;
-  }
+// The status line's reason: the standard phrase, or the class's.
+std::string_view Reason(int status) {
+  if (std::string_view phrase = HttpReasonPhrase(status); !phrase.empty()) return phrase;
   if (status >= 200 && status < 300) return "OK";
   if (status >= 400 && status < 500) return "Client Error";
   if (status >= 500 && status < 600) return "Server Error";

@@ -27,47 +27,6 @@ constexpr std::chrono::seconds kWatchGrace{30};
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-std::string_view ReasonPhrase(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 406:
-      return "Not Acceptable";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Gone";
-    case 412:
-      return "Precondition Failed";
-    case 413:
-      return "Request Entity Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 422:
-      return "Unprocessable Entity";
-    case 429:
-      return "Too Many Requests";
-    case 500:
-      return "Internal Server Error";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return "";
-  }
-}
-
 // The bearer token, re-read from its file when the file changes (projected
 // service-account tokens are rotated by the kubelet, which swaps the file).
 class TokenSource {
@@ -358,7 +317,7 @@ struct Client::Impl {
     }
     auto [message, reason] = ServerMessage(resp.body);
     std::string text = prefix + "HTTP " + std::to_string(resp.status);
-    if (std::string_view phrase = ReasonPhrase(resp.status); !phrase.empty()) {
+    if (std::string_view phrase = HttpReasonPhrase(resp.status); !phrase.empty()) {
       text += " ";
       text += phrase;
     }
