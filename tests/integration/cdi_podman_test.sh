@@ -25,14 +25,7 @@ sim="$(cd "$build_dir" && pwd)/lib/libnvml-sim.so"
 [[ -x "$gpuop" ]] || { echo "FAIL: $gpuop is not built" >&2; exit 1; }
 [[ -f "$sim" ]] || { echo "FAIL: $sim is not built" >&2; exit 1; }
 
-need() {
-  if [[ "${CI:-}" == "true" ]]; then
-    echo "FAIL: $1 (required in CI)" >&2
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # need
 [[ $(id -u) -eq 0 ]] || need "podman CDI test needs root (/etc/cdi, device nodes)"
 command -v podman >/dev/null || need "podman is not installed (apt-get install podman)"
 command -v runc >/dev/null || need "runc is not installed (apt-get install runc)"

@@ -26,14 +26,7 @@ mon="$(cd "$(dirname "$0")/../../deploy/monitoring" && pwd)"
 [[ -f "$sim" ]] || { echo "FAIL: $sim is not built" >&2; exit 1; }
 "$gpuop" exporter --help >/dev/null 2>&1 || { echo "FAIL: $gpuop has no exporter subcommand" >&2; exit 1; }
 
-need() {
-  if [[ "${CI:-}" == "true" ]]; then
-    echo "FAIL: $1 (required in CI)" >&2
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # need
 command -v prometheus >/dev/null || need "prometheus is not installed (apt-get install prometheus)"
 command -v promtool >/dev/null || need "promtool is not installed (apt-get install prometheus)"
 command -v curl >/dev/null || need "curl is not installed"

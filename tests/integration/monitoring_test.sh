@@ -18,14 +18,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 mon="$repo/deploy/monitoring"
 
-need() {
-  if [[ "${CI:-}" == "true" ]]; then
-    echo "FAIL: $1 (required in CI)" >&2
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 0
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # need
 command -v promtool >/dev/null || need "promtool is not installed (apt-get install prometheus)"
 command -v python3 >/dev/null || need "python3 is not installed"
 python3 -c 'import yaml' 2>/dev/null || need "python3 has no yaml module (apt-get install python3-yaml)"
