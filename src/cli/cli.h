@@ -65,6 +65,10 @@ void RegisterMigCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterMigManagerCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop sim kubelet`: a fake kubelet for device plugins (sim/kubelet/fake_kubelet.h).
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+// `gpuop sim cluster up|status|exec|down`: a simulated cluster (sim/cluster/).
+void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+// `gpuop validator`: node validations and the node-status exporter (validator/).
+void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 
 // The API-server flags of every subcommand that talks to Kubernetes.
 struct KubeFlags {
