@@ -34,6 +34,7 @@ const std::vector<Builtin>& BuiltinTable() {
       // apps/v1
       {"apps", "DaemonSet", "daemonsets", true, {"ds"}, true, true},
       {"apps", "Deployment", "deployments", true, {"deploy"}, true, true},
+      {"apps", "ReplicaSet", "replicasets", true, {"rs"}, true, true},
       {"apps", "ControllerRevision", "controllerrevisions", true, {}},
       // events.k8s.io/v1
       {"events.k8s.io", "Event", "events", true, {"ev"}},

@@ -396,6 +396,67 @@ struct ApiServer::Impl {
     }
   }
 
+  // pods/binding (what kube-scheduler posts): sets spec.nodeName of a pod
+  // not yet bound (409 once it is) and its PodScheduled condition.
+  ApiStatus Bind(const ResourceInfo& pods, const RequestTarget& t, const Json& binding,
+                 bool dry_run) {
+    const GroupResource gr = pods.Resource();
+    const Json target = binding.value("target", Json::object());
+    const std::string node = target.is_object() ? target.value("name", "") : "";
+    std::string name = binding.value("metadata", Json::object()).value("name", t.name);
+    if (name != t.name) return BadRequestError("name in URL does not match name in Binding object");
+    if (node.empty()) {
+      return InvalidError("", "Binding", t.name,
+                          {FieldError::Required("target.name", "a node name is required")});
+    }
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      auto cur = store->Get(pods, t.ns, t.name);
+      if (!cur.ok()) return cur.error();
+      Json pod = **cur;
+      std::string bound = pod.value("spec", Json::object()).value("nodeName", "");
+      if (!bound.empty()) {
+        return ConflictError(gr, t.name,
+                             "pod " + t.name + " is already assigned to node \"" + bound + "\"");
+      }
+      if (pod["metadata"].contains("deletionTimestamp")) {
+        return ConflictError(gr, t.name, "pod " + t.name + " is being deleted, cannot be assigned to a host");
+      }
+      if (dry_run) return ApiStatus::Ok();
+      pod["spec"]["nodeName"] = node;
+      UpdateOptions uo;
+      auto updated = store->Update(pods, t.ns, t.name, pod, uo);
+      if (!updated.ok()) {
+        if (updated.error().code == 409) continue;  // changed meanwhile: look again
+        return updated.error();
+      }
+      break;
+    }
+    // PodScheduled=True, as the real binding registry writes it with spec.nodeName.
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      auto cur = store->Get(pods, t.ns, t.name);
+      if (!cur.ok()) return cur.error();
+      Json pod = **cur;
+      Json& status = pod["status"];
+      if (!status.is_object()) status = Json::object();
+      Json conditions = status.value("conditions", Json::array());
+      Json kept = Json::array();
+      for (const auto& c : conditions) {
+        if (!(c.is_object() && c.value("type", "") == "PodScheduled")) kept.push_back(c);
+      }
+      kept.push_back({{"type", "PodScheduled"},
+                      {"status", "True"},
+                      {"lastProbeTime", nullptr},
+                      {"lastTransitionTime", FormatTimestamp(std::chrono::system_clock::now())}});
+      status["conditions"] = std::move(kept);
+      UpdateOptions uo;
+      uo.subresource = "status";
+      auto updated = store->Update(pods, t.ns, t.name, pod, uo);
+      if (updated.ok()) return ApiStatus::Ok();
+      if (updated.error().code != 409) return updated.error();
+    }
+    return ApiStatus::Ok();
+  }
+
   void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res);
   bool HandleControl(const std::string& method, const httplib::Request& req,
                      httplib::Response& res);
@@ -619,14 +680,17 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   const GroupResource gr = info.Resource();
   if (!t.subresource.empty()) {
     bool ok = (t.subresource == "status" && info.subresources.status) ||
-              (t.subresource == "eviction" && info.subresources.eviction && method == "POST");
+              (t.subresource == "eviction" && info.subresources.eviction && method == "POST") ||
+              (t.subresource == "binding" && info.group.empty() && info.plural == "pods" &&
+               method == "POST");
     if (!ok || t.name.empty()) {
       WriteError(res, NotServedError());
       return;
     }
-    if (t.subresource == "eviction") t.verb = "create";
+    if (t.subresource == "eviction" || t.subresource == "binding") t.verb = "create";
   }
-  if ((method == "POST" && !t.name.empty() && t.subresource != "eviction") ||
+  if ((method == "POST" && !t.name.empty() && t.subresource != "eviction" &&
+       t.subresource != "binding") ||
       ((method == "PUT" || method == "PATCH") && t.name.empty()) ||
       (t.verb == "deletecollection" && !info.HasVerb("deletecollection"))) {
     WriteError(res, MethodNotAllowedError(gr, t.name));
@@ -768,6 +832,19 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     }
     auto del = store->Delete(info, t.ns, t.name, d);
     if (!del.ok()) return WriteError(res, del.error());
+    return WriteJson(res, 201,
+                     {{"kind", "Status"},
+                      {"apiVersion", "v1"},
+                      {"metadata", Json::object()},
+                      {"status", "Success"},
+                      {"code", 201}});
+  }
+
+  if (t.subresource == "binding") {
+    auto body = ParseBody(req.body, yaml_body);
+    if (!body.ok()) return WriteError(res, body.error());
+    auto bound = Bind(info, t, *body, dry_run);
+    if (!bound.ok()) return WriteError(res, bound.error());
     return WriteJson(res, 201,
                      {{"kind", "Status"},
                       {"apiVersion", "v1"},

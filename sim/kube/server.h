@@ -5,7 +5,7 @@
 //
 // It serves, on one port:
 //   - resources: /api/v1/... and /apis/<group>/<version>/[namespaces/<ns>/]
-//     <resource>[/<name>[/status|/eviction]] with the verbs get, list, watch
+//     <resource>[/<name>[/status|/eviction|/binding]] with the verbs get, list, watch
 //     (?watch=true: a chunked stream of {"type","object"} JSON lines), create,
 //     update, patch (merge, JSON, strategic merge, apply), delete and
 //     deletecollection; Table output for `kubectl get`; custom resources of
