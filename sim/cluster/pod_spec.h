@@ -135,9 +135,12 @@ Result<std::optional<Probe>> ParseProbe(const Json& container, const char* which
 
 // ---- helpers shared with the kubelet -----------------------------------------
 
+// 128-bit integer: a quantity in nano-units up to exabytes.
+__extension__ typedef __int128 Int128;
+
 // A resource.Quantity ("100m", "1.5Gi", "2e3") in nano-units (value × 1e9);
 // nullopt when it does not parse.
-std::optional<__int128> ParseQuantityNano(const std::string& quantity);
+std::optional<Int128> ParseQuantityNano(const std::string& quantity);
 
 // Kubernetes' $(VAR) expansion: $(NAME) → its value when defined, else left
 // as is; $$ → $.

@@ -29,7 +29,7 @@ class Podman {
  public:
   struct Options {
     std::string node_name;
-    std::string netns;      // name under /var/run/netns ("" : podman's default network, for tests only)
+    std::string netns;      // name under /var/run/netns (required)
     std::string host_root;  // the node's root
     std::string state_dir;  // where containers.conf lives (created)
     // (path on this machine, path it is mounted over) for each podman call,
@@ -78,13 +78,15 @@ class Podman {
                                            const std::map<std::string, std::string>& labels) const;
 
   struct Output {
-    int status = 0;  // exit status, 128 + signal when killed
-    std::string out;  // stdout and stderr together
+    int status = 0;   // exit status, 128 + signal when killed
+    std::string out;  // stdout (and stderr too when merged)
+    std::string err;  // stderr when not merged
   };
-  // Runs `podman --runtime runc <args>` in the node's mount namespace view.
-  // Error only when it cannot be started; DeadlineExceeded when killed at the timeout.
+  // Runs `podman --runtime runc <args>` in the node's mount namespace view,
+  // stdin from /dev/null. Error only when it cannot be started;
+  // DeadlineExceeded when it was killed at the timeout.
   Result<Output> Call(const std::vector<std::string>& args,
-                      std::chrono::seconds timeout = std::chrono::seconds(120)) const;
+                      std::chrono::seconds timeout = std::chrono::seconds(120), bool merge_stderr = false) const;
 
   const Options& options() const { return options_; }
 
