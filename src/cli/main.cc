@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   cli::RegisterExporterCommand(app, g, &action);
   cli::RegisterMigCommand(app, g, &action);
   cli::RegisterMigManagerCommand(app, g, &action);
+  cli::RegisterValidatorCommand(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
 
   try {
