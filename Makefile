@@ -6,7 +6,7 @@ JOBS        ?= $(shell nproc)
 GENERATOR   := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS  ?=
 
-.PHONY: all deps build demo test bench format lint clean
+.PHONY: all deps build image demo test bench format lint clean
 
 all: build
 
@@ -16,6 +16,10 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DGPUOP_WERROR=OFF -DGPUOP_BUILD_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# gpuop's one image (localhost/gpuop:<version>), from the Release build.
+image: build
+	@scripts/build-image.sh $(BUILD)
 
 demo: build
 	@scripts/demo.sh $(BUILD)

@@ -209,6 +209,9 @@ struct ApiServer::Impl {
   int port = 0;
   std::thread listener;
 
+  std::mutex log_mu;
+  ApiServer::LogProvider log_provider;  // GUARDED_BY(log_mu)
+
   std::atomic<bool> stopping{false};
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -461,6 +464,7 @@ struct ApiServer::Impl {
   bool HandleControl(const std::string& method, const httplib::Request& req,
                      httplib::Response& res);
   bool HandleDiscovery(const httplib::Request& req, httplib::Response& res);
+  void ServeLog(const RequestTarget& t, const httplib::Request& req, httplib::Response& res);
   void HandleResource(const std::string& method, RequestTarget& t, const httplib::Request& req,
                       httplib::Response& res);
   void ServeWatch(const ServedResource& sr, RequestTarget& t, const httplib::Request& req,
@@ -678,6 +682,10 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   }
   const ResourceInfo& info = served->info;
   const GroupResource gr = info.Resource();
+  if (t.subresource == "log" && info.group.empty() && info.plural == "pods" && method == "GET") {
+    ServeLog(t, req, res);
+    return;
+  }
   if (!t.subresource.empty()) {
     bool ok = (t.subresource == "status" && info.subresources.status) ||
               (t.subresource == "eviction" && info.subresources.eviction && method == "POST") ||
@@ -1237,6 +1245,53 @@ KubeconfigParams ApiServer::kubeconfig() const {
   k.ca_cert_pem = impl_->tls.ca_cert_pem;
   k.token = impl_->opts.token;
   return k;
+}
+
+void ApiServer::SetLogProvider(LogProvider provider) {
+  std::lock_guard<std::mutex> l(impl_->log_mu);
+  impl_->log_provider = std::move(provider);
+}
+
+void ApiServer::Impl::ServeLog(const RequestTarget& t, const httplib::Request& req,
+                               httplib::Response& res) {
+  LogProvider provider;
+  {
+    std::lock_guard<std::mutex> l(log_mu);
+    provider = log_provider;
+  }
+  if (!provider) return WriteError(res, NotServedError());
+  auto info = registry.Find("", "v1", "pods");
+  auto pod = store->Get(info->info, t.ns, t.name);
+  if (!pod.ok()) return WriteError(res, pod.error());
+  const Json& spec = (*pod)->value("spec", Json::object());
+  std::string container = QueryParam(req, "container");
+  const Json containers = spec.value("containers", Json::array());
+  if (container.empty()) {
+    if (containers.size() != 1) {
+      std::string names;
+      for (const Json& c : containers) names += (names.empty() ? "" : " ") + c.value("name", "");
+      return WriteError(res, BadRequestError("a container name must be specified for pod " + t.name +
+                                             ", choose one of: [" + names + "]"));
+    }
+    container = containers[0].value("name", "");
+  }
+  std::string node = spec.value("nodeName", "");
+  auto text = provider(t.ns, t.name, node, container, TrueParam(req, "previous"));
+  if (!text.ok()) return WriteError(res, BadRequestError(text.status().message()));
+  std::string out = *text;
+  if (req.has_param("tailLines")) {
+    auto n = ParseUint(QueryParam(req, "tailLines"));
+    if (n) {
+      size_t pos = out.size();
+      if (pos > 0 && out[pos - 1] == '\n') --pos;
+      for (uint64_t i = 0; i < *n && pos != std::string::npos && pos > 0; ++i) {
+        pos = out.rfind('\n', pos - 1);
+      }
+      if (pos != std::string::npos && pos > 0) out = out.substr(pos + 1);
+    }
+  }
+  res.status = 200;
+  res.set_content(out, "text/plain");
 }
 
 Store& ApiServer::store() { return *impl_->store; }

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -86,6 +87,14 @@ class ApiServer {
   const std::string& ca_cert_pem() const;
   // What a kubeconfig for this server holds.
   KubeconfigParams kubeconfig() const;
+
+  // Answers GET pods/<name>/log (kubectl logs): ns, pod, the pod's node,
+  // container ("" : the pod's only container), previous. Without one the
+  // subresource is not served. Set it before clients ask for logs.
+  using LogProvider = std::function<Result<std::string>(
+      const std::string& ns, const std::string& pod, const std::string& node,
+      const std::string& container, bool previous)>;
+  void SetLogProvider(LogProvider provider);
 
   Store& store();
   Registry& registry();

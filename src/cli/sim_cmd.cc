@@ -11,6 +11,7 @@ void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
   RegisterSimHostRootCommand(*sim, g, action);
   RegisterSimApiserverCommand(*sim, g, action);
   RegisterSimKubeletCommand(*sim, g, action);
+  RegisterSimClusterCommand(*sim, g, action);
 }
 
 }  // namespace gpuop::cli

@@ -1,7 +1,12 @@
-#include <cstdio>
+#include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/files.h"
 #include "base/version.h"
 #include "cli/cli.h"
+#include "host/driver_files.h"
 
 namespace gpuop::cli {
 
@@ -16,7 +21,21 @@ void RegisterVersionCommand(CLI::App& app, const GlobalOptions&, Action* action)
 }
 
 std::string NvmlLibraryPath(const GlobalOptions& g) {
-  return g.nvml_lib.empty() ? std::string("libnvidia-ml.so.1") : g.nvml_lib;
+  static const std::string kSoname = "libnvidia-ml.so.1";
+  if (!g.nvml_lib.empty()) return g.nvml_lib;
+  // In the process's own library path: the host's, or what the container
+  // runtime injected (runtimeClass nvidia, CDI). NODELETE: loaded again next.
+  if (void* h = dlopen(kSoname.c_str(), RTLD_LAZY | RTLD_NODELETE)) {
+    dlclose(h);
+    return kSoname;
+  }
+  // A container the runtime did not give the driver (the toolkit's, before
+  // any runtime is configured): the driver root under the host root, found
+  // through its ld.so.cache, as NVIDIA's toolkit finds it.
+  const char* driver_root = std::getenv("NVIDIA_DRIVER_ROOT");
+  const std::string read_root = JoinRoot(g.host_root, driver_root && *driver_root ? driver_root : "/");
+  auto found = host::FindLibraryBySoname(read_root, kSoname);
+  return found.ok() ? JoinRoot(read_root, *found) : kSoname;
 }
 
 }  // namespace gpuop::cli

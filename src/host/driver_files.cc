@@ -123,6 +123,24 @@ Result<DriverLibraries> FindDriverLibraries(const std::string& read_root,
   return out;
 }
 
+Result<std::string> FindLibraryBySoname(const std::string& read_root, const std::string& soname) {
+  auto cache = ReadLdCache(JoinRoot(read_root, "/etc/ld.so.cache"));
+  if (cache.ok()) {
+    const int32_t arch = HostLdArchFlag();
+    for (const LdCacheEntry& e : cache->entries) {
+      if (e.key != soname || !StartsWith(e.value, "/")) continue;
+      if (arch != 0 && (e.flags & kLdFlagArchMask) != arch) continue;
+      if (Exists(JoinRoot(read_root, e.value))) return e.value;
+    }
+  }
+  for (std::string_view d : kStandardLibraryDirs) {
+    std::string path = InDir(std::string(d), soname);
+    if (Exists(JoinRoot(read_root, path))) return path;
+  }
+  return NotFound(soname + " is neither in " + JoinRoot(read_root, "/etc/ld.so.cache") +
+                  " nor in the standard library directories under " + read_root);
+}
+
 std::vector<std::string> FindDriverBinaries(const std::string& read_root) {
   std::vector<std::string> out;
   for (std::string_view bin : kDriverBinaries) {

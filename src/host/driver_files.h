@@ -49,6 +49,12 @@ Result<DriverLibraries> FindDriverLibraries(const std::string& read_root,
                                             const std::string& version,
                                             const std::string& display_root);
 
+// The path inside `read_root` of the library with this soname
+// ("libnvidia-ml.so.1"): <read_root>/etc/ld.so.cache's entry for this
+// machine's architecture, else the first of kStandardLibraryDirs that has it.
+// NotFound names the root and the soname.
+Result<std::string> FindLibraryBySoname(const std::string& read_root, const std::string& soname);
+
 // The kDriverBinaries found in kBinaryDirs (first hit per binary), in
 // kDriverBinaries order.
 std::vector<std::string> FindDriverBinaries(const std::string& read_root);

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# The whole stack on `gpuop sim cluster`: a 3-node cluster (dgx-h100,
+# l40s-4, cpu), gpuop's image built with podman, the operator (a local
+# process with the kubeconfig) and NVIDIA's Helm-default ClusterPolicy with a
+# host driver (driver.enabled=false). Every pod the operator renders runs as a
+# real container on its simulated node. Checked with the real kubectl:
+#   - ClusterPolicy ready; every DaemonSet numberReady == desired, none on the
+#     CPU node; allocatable nvidia.com/gpu 8, 4 and absent; gfd labels on both
+#     GPU nodes; the exporter at the H100 node's address :9400 reports its 8
+#     GPUs with that node's UUIDs; each GPU node's root has a CDI spec;
+#   - a pod asking for 2 GPUs sees exactly those 2 (NVML inside the
+#     container), and the exporter attributes them to it; a pod asking for 9
+#     stays Pending with the scheduler's Insufficient message;
+#   - faults: the device plugin's container killed -> restarted and
+#     allocatable back; a toolkit pod deleted -> recreated; XID 79 on a GPU ->
+#     allocatable drops by one; a missing hostPath Directory -> FailedMount;
+#     an unknown image -> ErrImagePull; `kubectl logs` works;
+#   - `down` leaves no container, network namespace or bridge behind.
+# One cluster for every check (make test's time budget).
+# Usage: sim_cluster_test.sh BUILD_DIR
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+build_dir=$(cd "${1:?usage: sim_cluster_test.sh BUILD_DIR}" && pwd)
+src_dir=$(cd "$(dirname "$0")/../.." && pwd)
+gpuop="$build_dir/bin/gpuop"
+[[ -x "$gpuop" ]] || { echo "FAIL: $gpuop is not built" >&2; exit 1; }
+for peer in kubectl podman ip curl python3; do
+  command -v "$peer" >/dev/null 2>&1 || need "$peer is not installed; this test needs it"
+done
+[[ $(id -u) == 0 ]] || need "root (network namespaces, podman as root)"
+
+dir=$(mktemp -d /tmp/gpuop-sc.XXXX)
+export KUBECONFIG="$dir/kubeconfig"
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+k() { kubectl --request-timeout=20s "$@"; }
+op_pid=""
+cleanup() {
+  if ((failures > 0)); then
+    echo "--- cluster log (last 40 lines)" >&2; tail -40 "$dir/cluster.log" >&2 || true
+    echo "--- operator log (last 30 lines)" >&2; tail -30 "$dir/operator.log" >&2 || true
+    k get pods -A -o wide >&2 || true
+  fi
+  [[ -n "$op_pid" ]] && kill "$op_pid" 2>/dev/null && wait "$op_pid" 2>/dev/null
+  "$gpuop" sim cluster down --dir "$dir" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND until it succeeds.
+wait_for() {
+  local secs=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((secs * 2))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  fail "timed out ($secs s) waiting for $what"
+  return 1
+}
+
+echo "--- image"
+"$src_dir/scripts/build-image.sh" "$build_dir"
+version=$("$gpuop" version | sed -n '1s/^gpuop //p')
+
+echo "--- cluster up"
+"$gpuop" sim cluster up --dir "$dir" --nodes dgx-h100,l40s-4,cpu --timeout 120
+[[ $(k get nodes --no-headers | grep -c ' Ready ') == 3 ]] || fail "3 Ready nodes expected: $(k get nodes)"
+h100_ip=$(k get node dgx-h100 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+l40s_ip=$(k get node l40s-4 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+[[ -n "$h100_ip" && "$h100_ip" != "$l40s_ip" ]] || fail "nodes need distinct addresses: $h100_ip $l40s_ip"
+"$gpuop" sim cluster status --dir "$dir" -o json > "$dir/status.json"
+python3 - "$dir/status.json" <<'EOF' || fail "cluster status"
+import json, sys
+s = json.load(open(sys.argv[1]))
+n = {x["name"]: x for x in s["nodes"]}
+assert s["state"] == "ready", s["state"]
+assert len(n["dgx-h100"]["gpus"]) == 8 and len(n["l40s-4"]["gpus"]) == 4 and n["cpu"]["gpus"] == [], n
+u1 = {g["uuid"] for g in n["dgx-h100"]["gpus"]}; u2 = {g["uuid"] for g in n["l40s-4"]["gpus"]}
+assert not (u1 & u2), "UUIDs must differ between nodes"
+EOF
+# Each node's own GPUs, as its processes see them.
+"$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" nvml list > "$dir/h100-gpus.txt"
+[[ $(grep -c '^GPU ' "$dir/h100-gpus.txt") == 8 ]] || fail "exec on dgx-h100: $(cat "$dir/h100-gpus.txt")"
+
+echo "--- operator and the Helm-default ClusterPolicy (host driver)"
+cat > "$dir/ns.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: gpu-operator}
+EOF
+k apply -f "$dir/ns.yaml" >/dev/null
+GPUOP_IMAGE="ghcr.io/gpuop/gpuop:$version" OPERATOR_NAMESPACE=gpu-operator \
+  "$gpuop" operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
+op_pid=$!
+python3 - "$src_dir/deploy/samples/clusterpolicy.yaml" "$dir/cp.yaml" <<'EOF'
+import sys, yaml
+cp = yaml.safe_load(open(sys.argv[1]))
+cp["spec"]["driver"]["enabled"] = False
+yaml.safe_dump(cp, open(sys.argv[2], "w"))
+EOF
+wait_for 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
+k apply -f "$dir/cp.yaml" >/dev/null
+cp_ready() { [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.status.state}') == ready ]]; }
+wait_for 240 "ClusterPolicy ready" cp_ready || k get clusterpolicy cluster-policy -o yaml >&2
+k get pods -n gpu-operator -o wide
+
+echo "--- what the stack made of the nodes"
+python3 - <<'EOF' || fail "DaemonSets ready, not on the CPU node"
+import json, subprocess
+ds = json.loads(subprocess.check_output(["kubectl", "get", "ds", "-n", "gpu-operator", "-o", "json"]))
+assert ds["items"], "no DaemonSets"
+for d in ds["items"]:
+    s = d["status"]
+    assert s["desiredNumberScheduled"] >= 1 and s["numberReady"] == s["desiredNumberScheduled"], (d["metadata"]["name"], s)
+pods = json.loads(subprocess.check_output(["kubectl", "get", "pods", "-n", "gpu-operator", "-o", "json"]))
+on_cpu = [p["metadata"]["name"] for p in pods["items"] if p["spec"].get("nodeName") == "cpu"
+          and not p["metadata"]["name"].startswith("gpuop-node-discovery")]
+assert not on_cpu, on_cpu
+EOF
+alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
+[[ $(alloc dgx-h100) == 8 ]] || fail "dgx-h100 allocatable nvidia.com/gpu: $(alloc dgx-h100)"
+[[ $(alloc l40s-4) == 4 ]] || fail "l40s-4 allocatable nvidia.com/gpu: $(alloc l40s-4)"
+[[ -z $(alloc cpu) ]] || fail "cpu node must have no nvidia.com/gpu: $(alloc cpu)"
+for n in dgx-h100 l40s-4; do
+  [[ -n $(k get node "$n" -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.product}') ]] ||
+    fail "$n has no nvidia.com/gpu.product label (gfd)"
+  ls "$dir/nodes/$n/root/var/run/cdi/"*.yaml "$dir/nodes/$n/root/etc/cdi/"*.yaml 2>/dev/null | grep -q . ||
+    fail "$n has no CDI spec written by the toolkit"
+done
+curl -sf "http://$h100_ip:9400/metrics" > "$dir/metrics.txt" || fail "exporter at $h100_ip:9400"
+for uuid in $(awk '/^GPU /{print $NF}' "$dir/h100-gpus.txt" | tr -d '()'); do
+  grep -q "UUID=\"$uuid\"" "$dir/metrics.txt" || fail "exporter lacks GPU $uuid of dgx-h100"
+done
+[[ $(grep '^DCGM_FI_DEV_GPU_TEMP{' "$dir/metrics.txt" | wc -l) == 8 ]] || fail "8 GPU temperatures expected"
+
+echo "--- a pod with 2 GPUs, and one asking for 9"
+cat > "$dir/pods.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: two-gpus, namespace: default}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: dgx-h100}
+  containers:
+  - name: main
+    image: ghcr.io/gpuop/gpuop:$version
+    command: [sh-less, placeholder]
+    resources: {limits: {nvidia.com/gpu: 2}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nine-gpus, namespace: default}
+spec:
+  containers:
+  - name: main
+    image: ghcr.io/gpuop/gpuop:$version
+    command: [gpuop, version]
+    resources: {limits: {nvidia.com/gpu: 9}}
+EOF
+# gpuop has no shell: list the GPUs, then keep running for the exporter to see the pod.
+sed -i 's|command: \[sh-less, placeholder\]|command: [gpuop, nvml, list]|' "$dir/pods.yaml"
+k apply -f "$dir/pods.yaml" >/dev/null
+phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
+wait_for 90 "two-gpus Succeeded" bash -c "[[ \$(kubectl get pod two-gpus -o jsonpath='{.status.phase}') == Succeeded ]]"
+k logs two-gpus > "$dir/two.log" || fail "kubectl logs two-gpus"
+[[ $(grep -c '^GPU ' "$dir/two.log") == 2 ]] || fail "the pod must see exactly 2 GPUs: $(cat "$dir/two.log")"
+msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
+[[ "$msg" == *"Insufficient nvidia.com/gpu"* ]] || fail "nine-gpus: $msg"
+[[ $(phase nine-gpus) == Pending ]] || fail "nine-gpus must stay Pending"
+
+echo "--- faults"
+# The device plugin's container killed: the kubelet restarts it.
+dp=$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1)
+[[ -n "$dp" ]] || fail "no device plugin container on dgx-h100"
+podman kill "$dp" >/dev/null
+restarts() { k get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'; }
+wait_for 60 "device plugin restarted" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}') -ge 1 ]]"
+wait_for 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
+# A toolkit pod deleted: the DaemonSet makes another.
+tk=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o name)
+k delete -n gpu-operator "$tk" --wait=false >/dev/null
+wait_for 90 "toolkit pod recreated" bash -c "p=\$(kubectl get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o jsonpath='{.items[*].metadata.name}'); [[ -n \$p && ${tk#pod/} != \$p ]]"
+# XID 79 on one GPU: allocatable drops by one.
+"$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" sim gpu inject --gpu 3 --xid 79 >/dev/null
+wait_for 60 "allocatable 7 after XID 79" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 7 ]]"
+# A missing hostPath Directory and an unknown image fail as a kubelet fails them.
+cat > "$dir/bad.yaml" <<EOF
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: bad-mount, namespace: default}
+spec:
+  selector: {matchLabels: {app: bad-mount}}
+  template:
+    metadata: {labels: {app: bad-mount}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: cpu}
+      containers:
+      - {name: main, image: "ghcr.io/gpuop/gpuop:$version", command: [gpuop, version]}
+      volumes:
+      - {name: missing, hostPath: {path: /no/such/dir, type: Directory}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bad-image, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu}
+  containers:
+  - {name: main, image: "registry.invalid/nothing:1"}
+EOF
+k apply -f "$dir/bad.yaml" >/dev/null
+wait_for 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
+wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
+
+echo "--- down"
+kill "$op_pid" && wait "$op_pid" 2>/dev/null || true
+op_pid=""
+key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
+"$gpuop" sim cluster down --dir "$dir"
+left=$(podman ps -a --filter "label=gpuop.sim/cluster=$key" --format '{{.Names}}')
+[[ -z "$left" ]] || fail "containers left after down: $left"
+! ip netns list | grep -q "gpuop-$key-" || fail "network namespaces left: $(ip netns list)"
+[[ ! -e "/sys/class/net/gpuop$key" ]] || fail "bridge gpuop$key left"
+
+if ((failures > 0)); then
+  echo "sim_cluster_test: $failures failure(s)"
+  exit 1
+fi
+echo "sim_cluster_test: all checks passed"
