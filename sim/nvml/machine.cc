@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <utility>
 
 #include "base/files.h"
 #include "base/strings.h"
@@ -346,6 +347,10 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
     std::string driver =
         root["driverVersion"] ? root["driverVersion"].as<std::string>() : defaults.driver_version;
     int cuda = defaults.cuda_driver_version;
+    // A driver version without a CUDA version: the CUDA version that driver has.
+    if (root["driverVersion"] && !root["cudaVersion"] && CudaVersionForDriver(driver) > 0) {
+      cuda = CudaVersionForDriver(driver);
+    }
     if (const auto& c = root["cudaVersion"]) {
       std::string cs = c.as<std::string>();
       auto parts = Split(cs, '.');
@@ -441,6 +446,27 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
 }
 
 }  // namespace
+
+int CudaVersionForDriver(std::string_view driver_version) {
+  unsigned branch = 0;
+  size_t digits = 0;
+  while (digits < driver_version.size() && digits < 4 && driver_version[digits] >= '0' &&
+         driver_version[digits] <= '9') {
+    branch = branch * 10 + static_cast<unsigned>(driver_version[digits] - '0');
+    ++digits;
+  }
+  if (digits == 0) return 0;
+  // (first driver branch, CUDA version it brought), newest first.
+  static constexpr std::pair<unsigned, int> kBranches[] = {
+      {590, 13010}, {580, 13000}, {575, 12090}, {570, 12080}, {565, 12070}, {560, 12060},
+      {555, 12050}, {550, 12040}, {545, 12030}, {535, 12020}, {530, 12010}, {525, 12000},
+      {520, 11080}, {515, 11070}, {510, 11060}, {495, 11050}, {470, 11040}, {465, 11030},
+      {460, 11020}, {455, 11010}, {450, 11000}, {440, 10020}, {418, 10010}, {410, 10000}};
+  for (const auto& [first, cuda] : kBranches) {
+    if (branch >= first) return cuda;
+  }
+  return 0;
+}
 
 const GiProfile* GpuModel::ProfileById(unsigned profile_id) const {
   for (const auto& p : mig_profiles) {

@@ -105,6 +105,12 @@ struct Machine {
   std::vector<std::string> nvswitches;  // NVSwitch PCI bus ids ("00000000:C0:00.0")
 };
 
+// The newest CUDA version (1000*major + 10*minor) a driver of this version
+// supports, from its branch (the number before the first dot): 535 -> 12020,
+// 550 -> 12040, 570 -> 12080, 580 -> 13000, as NVIDIA's release notes pair
+// them. 0 when the version does not start with a number.
+int CudaVersionForDriver(std::string_view driver_version);
+
 // The level at which GPUs `a` and `b` of `m` meet on PCIe, as
 // nvmlDeviceGetTopologyCommonAncestor reports it (NVML_TOPOLOGY_* values).
 // REQUIRES: a and b are indices of m.gpus.

@@ -30,6 +30,7 @@
 #include "sim/nvml/mig_engine.h"
 #include "sim/nvml/state.h"
 #include "sim/nvml/telemetry.h"
+#include "sim/nvml/visibility.h"
 
 using gpuop::sim::CiProfile;
 using gpuop::sim::CiRecord;
@@ -82,7 +83,12 @@ enum class HandleKind { kDevice, kGpuInstance, kComputeInstance, kEventSet };
 
 struct Session {
   std::unique_ptr<StateStore> store;
+  // Machine indices of the GPUs this process sees (visibility.h), fixed at init.
+  std::vector<unsigned> visible;
   const gpuop::sim::Machine& machine() const { return store->machine(); }
+  bool Visible(unsigned index) const {
+    return std::find(visible.begin(), visible.end(), index) != visible.end();
+  }
 };
 
 // Process-wide library state. Never destroyed: threads may still call in while
@@ -462,6 +468,7 @@ nvmlReturn_t nvmlInit_v2(void) {
     if (!(*state)->driver_loaded) return NVML_ERROR_DRIVER_NOT_LOADED;
     auto session = std::make_shared<Session>();
     session->store = std::move(store).value();
+    session->visible = gpuop::sim::VisibleGpusFromEnv(session->machine());
     lib.session = std::move(session);
     lib.init_count = 1;
     return NVML_SUCCESS;
@@ -593,7 +600,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
     if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *deviceCount = static_cast<unsigned>(s->machine().gpus.size());
+    *deviceCount = static_cast<unsigned>(s->visible.size());
     return NVML_SUCCESS;
   });
 }
@@ -602,8 +609,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
   return Guard([&]() -> nvmlReturn_t {
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
-    if (device == nullptr || index >= s->machine().gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
-    *device = InternGpu(s->machine().gpus[index]);
+    if (device == nullptr || index >= s->visible.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = InternGpu(s->machine().gpus[s->visible[index]]);
     return NVML_SUCCESS;
   });
 }
@@ -614,7 +621,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     for (const auto& g : s->machine().gpus) {
-      if (g.uuid == uuid) {
+      if (g.uuid == uuid && s->Visible(g.index)) {
         *device = InternGpu(g);
         return NVML_SUCCESS;
       }
@@ -623,6 +630,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
     std::shared_ptr<const SimState> state;
     if (nvmlReturn_t r = ReadState(*s, &state); r != NVML_SUCCESS) return r;
     for (const auto& g : s->machine().gpus) {
+      if (!s->Visible(g.index)) continue;
       Ctx c;
       c.session = s;
       c.state = state;
@@ -650,7 +658,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t
     }
     for (const auto& g : s->machine().gpus) {
       unsigned have[4];
-      if (ParseBusId(g.bus_id.c_str(), have) && std::equal(have, have + 4, want)) {
+      if (ParseBusId(g.bus_id.c_str(), have) && std::equal(have, have + 4, want) &&
+          s->Visible(g.index)) {
         *device = InternGpu(g);
         return NVML_SUCCESS;
       }
@@ -704,7 +713,10 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
     if (nvmlReturn_t r = ResolveDevice(device, &c, true); r != NVML_SUCCESS) return r;
     if (c.mig) return NVML_ERROR_NOT_SUPPORTED;
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *index = c.gpu->index;
+    // The enumeration index: the position among the GPUs this process sees.
+    const auto& visible = c.session->visible;
+    auto it = std::find(visible.begin(), visible.end(), c.gpu->index);
+    *index = it == visible.end() ? c.gpu->index : static_cast<unsigned>(it - visible.begin());
     return NVML_SUCCESS;
   });
 }
@@ -981,6 +993,44 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     if (c.rt->mig_current) return NVML_ERROR_NOT_SUPPORTED;  // like hardware in MIG mode
     utilization->gpu = t.gpu_util;
     utilization->memory = t.memory_util;
+    // A CUDA kernel ran within the last sample period (libcuda-sim.so).
+    if (c.rt->last_kernel_unix_ms > 0 &&
+        NowUnixMs() - c.rt->last_kernel_unix_ms < gpuop::sim::kKernelBusyWindowMs) {
+      utilization->gpu = 100;
+    }
+    return NVML_SUCCESS;
+  });
+}
+
+// nvmlProcessInfo_t (nvmlProcessInfo_v2_t in nvml.h): declared here, as no
+// NVML client in gpuop reads it yet.
+struct SimNvmlProcessInfo {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+static_assert(sizeof(SimNvmlProcessInfo) == 24, "nvmlProcessInfo_t is 24 bytes");
+
+// The processes holding a CUDA context on the GPU (libcuda-sim.so records them).
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     SimNvmlProcessInfo* infos) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
+    if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& procs = c.rt->processes;
+    const unsigned room = *infoCount;
+    *infoCount = static_cast<unsigned>(procs.size());
+    if (room < procs.size()) return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (procs.empty()) return NVML_SUCCESS;
+    if (infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      infos[i].pid = procs[i].pid;
+      infos[i].usedGpuMemory = procs[i].used_bytes;
+      infos[i].gpuInstanceId = 0xFFFFFFFFu;  // not a MIG device
+      infos[i].computeInstanceId = 0xFFFFFFFFu;
+    }
     return NVML_SUCCESS;
   });
 }

@@ -53,6 +53,12 @@ GiRecord GiFromJson(const json& j) {
   return gi;
 }
 
+json ProcessesToJson(const std::vector<SimProcess>& processes) {
+  json out = json::array();
+  for (const auto& p : processes) out.push_back({{"pid", p.pid}, {"usedBytes", p.used_bytes}});
+  return out;
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -124,7 +130,10 @@ std::string SerializeState(const SimState& s) {
                     {"migCreates", g.mig_creates},
                     {"migDestroys", g.mig_destroys},
                     {"migCreateFailsAfter", g.mig_create_fails_after},
-                    {"gpuInstances", gis}});
+                    {"gpuInstances", gis},
+                    {"processes", ProcessesToJson(g.processes)},
+                    {"lastKernelUnixMs", g.last_kernel_unix_ms},
+                    {"kernelLaunches", g.kernel_launches}});
   }
   json events = json::array();
   for (const auto& e : s.events) {
@@ -184,6 +193,14 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
       r.mig_destroys = g.value("migDestroys", uint64_t{0});
       r.mig_create_fails_after = g.value("migCreateFailsAfter", int64_t{-1});
       for (const auto& gi : g.at("gpuInstances")) r.gis.push_back(GiFromJson(gi));
+      if (g.contains("processes")) {
+        for (const auto& p : g.at("processes")) {
+          r.processes.push_back(
+              {p.at("pid").get<uint32_t>(), p.at("usedBytes").get<uint64_t>()});
+        }
+      }
+      r.last_kernel_unix_ms = g.value("lastKernelUnixMs", int64_t{0});
+      r.kernel_launches = g.value("kernelLaunches", uint64_t{0});
       s.gpus.push_back(std::move(r));
     }
     for (const auto& e : j.at("events")) {
@@ -452,6 +469,7 @@ Status ApplyReset(const Machine& m, SimState& s, unsigned gpu) {
   if (g.mig_current && !g.mig_pending) g.gis.clear();
   g.mig_current = g.mig_pending;
   g.lost = false;
+  g.processes.clear();  // a reset ends every context on the GPU
   g.ecc.sbe_volatile = g.ecc.dbe_volatile = 0;
   g.remap_pending = false;
   if (g.recovery_action == kRecoveryGpuReset) g.recovery_action = kRecoveryNone;
@@ -466,7 +484,10 @@ Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
     }
   }
   if (!loaded) {
-    for (auto& g : s.gpus) g.gis.clear();
+    for (auto& g : s.gpus) {
+      g.gis.clear();
+      g.processes.clear();
+    }
   }
   s.driver_loaded = loaded;
   return Status::Ok();

@@ -56,6 +56,19 @@ struct EccCounters {
   bool operator==(const EccCounters&) const = default;
 };
 
+// A process holding a CUDA context on a GPU (libcuda-sim.so), as NVML's
+// running-process list reports it.
+struct SimProcess {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;  // device memory the process holds
+  bool operator==(const SimProcess&) const = default;
+};
+
+// How long after a kernel ends NVML still counts the GPU busy: its
+// utilisation is the share of the last sample period (up to a second) that a
+// kernel ran.
+inline constexpr int64_t kKernelBusyWindowMs = 1000;
+
 struct GpuRuntime {
   bool mig_current = false;
   bool mig_pending = false;
@@ -75,6 +88,11 @@ struct GpuRuntime {
   uint64_t mig_creates = 0, mig_destroys = 0;
   int64_t mig_create_fails_after = -1;
   std::vector<GiRecord> gis;  // sorted by id
+  // CUDA work (libcuda-sim.so): the processes with a context on this GPU and
+  // when the last kernel finished. A reset or driver unload ends them.
+  std::vector<SimProcess> processes;
+  int64_t last_kernel_unix_ms = 0;
+  uint64_t kernel_launches = 0;
   bool operator==(const GpuRuntime&) const = default;
 };
 
