@@ -123,7 +123,12 @@ Rbac RbacFor(Component c) {
     case Component::kNodeStatusExporter:
       return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {}};
     case Component::kOperatorValidator:
-      return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {{"", {"pods"}, {"list"}}}};
+      // Its node's capacity (plugin check, watched); the CUDA and plugin
+      // workload pods it creates, watches and deletes in its namespace; the
+      // DaemonSet whose owner and tolerations those pods copy.
+      return {.cluster = {{"", {"nodes"}, kRead}},
+              .namespaced = {{"", {"pods"}, {"get", "list", "watch", "create", "delete"}},
+                             {"apps", {"daemonsets"}, {"get"}}}};
     case Component::kDevicePlugin:
       // Its node's device-plugin.config label; the named configs.
       return {.cluster = {{"", {"nodes"}, kRead}}, .namespaced = {{"", {"configmaps"}, kRead}}};
@@ -611,26 +616,52 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
   Json base_env = Json::array(
       {EnvValue("NVIDIA_VISIBLE_DEVICES", "all"), EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p))});
 
-  // One init container per check, in NVIDIA's order; each waits
-  // (WITH_WAIT=true) until its check passes, and takes validator.<check>.env.
+  // What the workload pods (cuda, plugin) run: the validator's own image
+  // (gpuop's), its pull policy and secrets, and the runtime class.
+  Json workload_env = Json::array(
+      {EnvValue("VALIDATOR_IMAGE", spec.image),
+       EnvValue("VALIDATOR_IMAGE_PULL_POLICY",
+                spec.image_pull_policy.empty() ? "IfNotPresent" : spec.image_pull_policy),
+       EnvValue("VALIDATOR_IMAGE_PULL_SECRETS", Join(spec.image_pull_secrets, ","))});
+  if (!p.runtime_class.empty()) {
+    workload_env.push_back(EnvValue("VALIDATOR_RUNTIME_CLASS", p.runtime_class));
+  }
+
+  // One init container per check, in NVIDIA's order, with NVIDIA's
+  // settings: the driver check waits (WITH_WAIT=true) for the driver; the
+  // others fail fast, so the kubelet restarts them with backoff and the
+  // container's termination message (FallbackToLogsOnError) says why, which
+  // the ClusterPolicy status repeats. validator.<check>.env comes last.
   std::vector<std::string> checks = {"driver", "toolkit", "cuda"};
   if (p.Enabled(Component::kDevicePlugin)) checks.push_back("plugin");
   for (const std::string& check : checks) {
     Json env = base_env;
     env.push_back(EnvValue("COMPONENT", check));
-    env.push_back(EnvValue("WITH_WAIT", "true"));
+    env.push_back(EnvValue("WITH_WAIT", check == "driver" ? "true" : "false"));
     // The driver check reads the driver from the host root; asking the
     // runtime for GPUs before the driver is up would fail the container.
     if (check == "driver") MergeEnv(env, Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "void")}));
+    if (check == "cuda") MergeEnv(env, workload_env);
+    if (check == "plugin") {
+      MergeEnv(env, workload_env);
+      MergeEnv(env, Json::array({EnvValue("WITH_WORKLOAD", "false"),
+                                 EnvValue("MIG_STRATEGY", p.mig_strategy)}));
+    }
     MergeEnv(env, spec.env);
     MergeEnv(env, Field(Field(spec.settings, check.c_str()), "env"));
     Json c = GpuopContainer(check + "-validation", spec, {"validator"}, env, true, false);
+    c["terminationMessagePolicy"] = "FallbackToLogsOnError";
     mounts(c);
     pod["initContainers"].push_back(std::move(c));
   }
   // The main container holds the node's validations while it runs (no
-  // COMPONENT: the validator issue defines it).
+  // COMPONENT); on the way out the *-ready files go, as NVIDIA's preStop
+  // removes them (gpuop's image has no shell: the validator does it).
   Json ctr = GpuopContainer("nvidia-operator-validator", spec, {"validator"}, base_env, true, true);
+  ctr["lifecycle"] = {
+      {"preStop",
+       {{"exec",
+         {{"command", {"gpuop", "--host-root", kContainerHostRoot, "validator", "--cleanup"}}}}}}};
   mounts(ctr);
   pod["containers"].push_back(std::move(ctr));
   out.push_back(

@@ -681,6 +681,15 @@ TEST(RenderTest, RbacIsLeastPrivilege) {
               {"apiGroups":[""],"resources":["nodes"],"verbs":["get","list","watch","patch"]},
               {"apiGroups":[""],"resources":["pods"],"verbs":["list","watch","delete"]},
               {"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}])"));
+  // The validator: its node (the plugin check watches it), the workload pods
+  // in its namespace, the DaemonSet they copy owner and tolerations from.
+  EXPECT_EQ(
+      rules(Component::kOperatorValidator, "ClusterRole"),
+      Json::parse(R"([{"apiGroups":[""],"resources":["nodes"],"verbs":["get","list","watch"]}])"));
+  EXPECT_EQ(rules(Component::kOperatorValidator, "Role"), Json::parse(R"([
+              {"apiGroups":[""],"resources":["pods"],
+               "verbs":["get","list","watch","create","delete"]},
+              {"apiGroups":["apps"],"resources":["daemonsets"],"verbs":["get"]}])"));
   for (Component c : {Component::kContainerToolkit, Component::kDcgmExporter}) {
     EXPECT_EQ(rules(c, "ClusterRole"),
               Json::parse(R"([{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}])"));
@@ -829,7 +838,24 @@ TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   EXPECT_THAT(inits, ElementsAre("driver-validation", "toolkit-validation", "cuda-validation",
                                  "plugin-validation"));
   EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "COMPONENT"), "toolkit");
-  EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "WITH_WAIT"), "true");
+  // NVIDIA's: only the driver check waits; the others fail fast (and say why).
+  EXPECT_EQ(EnvOf(Container(validator, "driver-validation"), "WITH_WAIT"), "true");
+  EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "WITH_WAIT"), "false");
+  EXPECT_EQ(EnvOf(Container(validator, "cuda-validation"), "WITH_WAIT"), "false");
+  EXPECT_EQ(Container(validator, "cuda-validation")["terminationMessagePolicy"],
+            "FallbackToLogsOnError");
+  // The workload pods' image, runtime class; the plugin check runs no pod.
+  EXPECT_EQ(EnvOf(Container(validator, "cuda-validation"), "VALIDATOR_IMAGE"),
+            Container(validator, "cuda-validation")["image"]);
+  EXPECT_EQ(EnvOf(Container(validator, "cuda-validation"), "VALIDATOR_RUNTIME_CLASS"), "nvidia");
+  EXPECT_EQ(EnvOf(Container(validator, "cuda-validation"), "WITH_WORKLOAD"), "");
+  EXPECT_EQ(EnvOf(Container(validator, "plugin-validation"), "WITH_WORKLOAD"), "false");
+  EXPECT_EQ(EnvOf(Container(validator, "plugin-validation"), "MIG_STRATEGY"), "single");
+  EXPECT_EQ(EnvOf(Container(validator, "plugin-validation"), "VALIDATOR_IMAGE"),
+            Container(validator, "cuda-validation")["image"]);
+  EXPECT_EQ(Container(validator, "nvidia-operator-validator")["lifecycle"]["preStop"]["exec"]
+                     ["command"],
+            Json::array({"gpuop", "--host-root", "/host", "validator", "--cleanup"}));
   EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "NVIDIA_VISIBLE_DEVICES"), "all");
   EXPECT_EQ(EnvOf(Container(validator, "driver-validation"), "NVIDIA_VISIBLE_DEVICES"), "void");
   Json cp = LoadSample("clusterpolicy-minimal.yaml");
