@@ -57,9 +57,6 @@ void AppendAll(int fd, std::string* out) {
 }  // namespace
 
 Result<Podman> Podman::Create(Options options) {
-  if (options.netns.empty()) {
-    return InvalidArgument("podman for node " + options.node_name + ": a network namespace name is required");
-  }
   if (options.state_dir.empty()) return InvalidArgument("podman for node " + options.node_name + ": no state dir");
   GPUOP_RETURN_IF_ERROR(MakeDirs(options.state_dir));
   // crun and podman's default ulimits fail on setrlimit on these machines.
@@ -179,6 +176,10 @@ Result<std::vector<std::string>> Podman::RunArgs(const ContainerPlan& plan, cons
     return InvalidArgument("container " + plan.name + " (" + name + "): " + field + " cannot be run by podman: " + why);
   };
   if (plan.image.empty()) return unsupported("image", "empty");
+  if (options_.netns.empty()) {
+    return FailedPrecondition("podman for node " + options_.node_name +
+                              " has no network namespace: it cannot run containers");
+  }
   std::vector<std::string> a = {"run",         "--detach",   "--name", name,        "--pull", "never",
                                 "--network",   "ns:/var/run/netns/" + options_.netns,      "--systemd", "false",
                                 "--log-driver", "k8s-file", "--log-opt", "path=" + log_path};
@@ -246,7 +247,13 @@ Result<std::string> Podman::Run(const ContainerPlan& plan, const std::string& na
     std::string what = "starting container " + name + " (image " + plan.image + ") on node " + options_.node_name +
                        ": " + msg;
     if (msg.find("already in use") != std::string::npos) return AlreadyExists(what);
+    // A container that was created but failed to start stays "created" with
+    // no trace of why: remove it, the error is the record.
+    (void)Remove(name);
     if (SaysNoSuch(msg)) return NotFound(what);
+    if (msg.find("OCI runtime") != std::string::npos || msg.find("runc create failed") != std::string::npos) {
+      return FailedPrecondition(what);
+    }
     return Unavailable(what);
   }
   auto lines = Split(r.out, '\n');
@@ -323,8 +330,7 @@ Result<bool> Podman::ImageExists(const std::string& image) const {
 }
 
 Result<std::vector<std::string>> Podman::ListContainers(const std::map<std::string, std::string>& label_filter) const {
-  std::vector<std::string> args = {"ps", "--all", "--format", "{{.Names}}", "--filter",
-                                   std::string("label=") + kNodeLabel + "=" + options_.node_name};
+  std::vector<std::string> args = {"ps", "--all", "--format", "{{.Names}}"};
   for (const auto& [k, v] : label_filter) args.insert(args.end(), {"--filter", "label=" + k + "=" + v});
   GPUOP_ASSIGN_OR_RETURN(Output r, Call(args));
   if (r.status != 0) return Unavailable("listing containers of node " + options_.node_name + ": " + FirstLines(r.err));

@@ -29,7 +29,7 @@ class Podman {
  public:
   struct Options {
     std::string node_name;
-    std::string netns;      // name under /var/run/netns (required)
+    std::string netns;      // name under /var/run/netns; "" only for an instance that lists and removes (Run fails)
     std::string host_root;  // the node's root
     std::string state_dir;  // where containers.conf lives (created)
     // (path on this machine, path it is mounted over) for each podman call,
@@ -45,7 +45,11 @@ class Podman {
   // per (pod uid, container, restart count); a container of that name left
   // from an earlier run is an AlreadyExists error. Logs go to `log_path` in
   // the CRI format (`<RFC3339Nano> stdout|stderr F|P <text>`, podman's
-  // k8s-file driver). Returns the container's id.
+  // k8s-file driver). Returns the container's id. Errors: AlreadyExists (the
+  // name is taken), NotFound (no such image in the local store),
+  // FailedPrecondition (the runtime could not start it: the kubelet's
+  // StartError, the message is runc's), Unavailable (anything else). A
+  // container that failed to start is removed.
   Result<std::string> Run(const ContainerPlan& plan, const std::string& name, const std::string& log_path,
                           const std::map<std::string, std::string>& labels) const;
 
@@ -68,7 +72,8 @@ class Podman {
                                            std::chrono::seconds timeout) const;
   // Whether the local store has the image (the kubelet never pulls here).
   Result<bool> ImageExists(const std::string& image) const;
-  // Names of this node's containers (running or not) with all of these labels.
+  // Names of the containers (running or not, of any node) with all of these
+  // labels; Run labels each container gpuop.sim/node=<node name>.
   Result<std::vector<std::string>> ListContainers(const std::map<std::string, std::string>& label_filter) const;
 
   // The podman argv Run would use (without the podman binary and the global

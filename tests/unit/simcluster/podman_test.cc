@@ -226,6 +226,12 @@ TEST_F(PodmanTest, RunsAPlanInTheNodesNetworkWithMountsEnvAndPerNodeCdi) {
   auto listed = pm_->ListContainers(Labels());
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   EXPECT_EQ(*listed, std::vector<std::string>{name});
+  listed = pm_->ListContainers({{"gpuop.sim/node", pm_->options().node_name}});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(*listed, std::vector<std::string>{name});
+  listed = pm_->ListContainers({{"gpuop.sim/node", "some-other-node"}, {"gpuop.test/run", run_id_}});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
 
   // The same name again: AlreadyExists, as the kubelet's naming must avoid.
   auto again = pm_->Run(p, name, log, Labels());
@@ -290,6 +296,19 @@ TEST_F(PodmanTest, MissingImageIsNotFoundAndNeverPulled) {
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
 }
 
+TEST_F(PodmanTest, AStartFailureIsReportedAndLeavesNoContainer) {
+  ContainerPlan p = Plan({});
+  p.command = {"/bin/no-such-binary"};
+  std::string name = Name("badcmd");
+  auto r = pm_->Run(p, name, dir_.path() + "/badcmd.log", Labels());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("/bin/no-such-binary"), std::string::npos) << r.status().ToString();
+  auto st = pm_->Inspect(name);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(PodmanTest, SecurityContextIsApplied) {
   ContainerPlan p = Plan({"echo id=$(id -u):$(id -g); echo x > /rootfs-write 2>/dev/null && echo rw || echo ro"});
   p.run_as_user = 1234;
@@ -346,8 +365,13 @@ TEST(PodmanArgsTest, MapsThePlanAndRefusesWhatPodmanCannotExpress) {
   bad = pm->RunArgs(p, "pod-c-0", "/logs/c.log", {});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("volumeMounts /dst"), std::string::npos);
-  o.netns = "";
-  EXPECT_FALSE(Podman::Create(o).ok());
+  o.netns = "";  // an instance that only lists and removes
+  auto lister = Podman::Create(o);
+  ASSERT_TRUE(lister.ok()) << lister.status().ToString();
+  p.mounts.clear();
+  bad = lister->RunArgs(p, "pod-c-0", "/logs/c.log", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no network namespace"), std::string::npos);
 }
 
 }  // namespace
