@@ -392,6 +392,8 @@ Result<HostRootPlan> PlanHostRoot(const Machine& machine, const HostRootOptions&
     std::string path = plan.lib_dir + "/" + file;
     if (stem == "libnvidia-ml" && !options.nvml_sim_library.empty()) {
       b.Library(path, soname, options.nvml_sim_library, /*copy=*/true);
+    } else if (stem == "libcuda" && !options.cuda_sim_library.empty()) {
+      b.Library(path, soname, options.cuda_sim_library, /*copy=*/true);
     } else {
       b.Library(path, soname, BuildElfSharedObject(soname, options.elf_machine), false);
     }

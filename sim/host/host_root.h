@@ -88,6 +88,8 @@ struct HostEntry {
 struct HostRootOptions {
   // libnvml-sim.so to install as libnvidia-ml.so.<version>; empty: a stub.
   std::string nvml_sim_library;
+  // libcuda-sim.so to install as libcuda.so.<version>; empty: a stub.
+  std::string cuda_sim_library;
   // Architecture of the stub libraries and of the multiarch library dir.
   uint16_t elf_machine = kElfMachineX86_64;
 };
@@ -137,5 +139,7 @@ Result<HostRootResult> WriteHostRoot(const std::string& dir, const HostRootPlan&
 // <directory of the running executable>/../lib/libnvml-sim.so when that file
 // exists (the build and install layout), else "".
 std::string NvmlSimBesideExecutable();
+// The same for <...>/../lib/libcuda-sim.so.
+std::string CudaSimBesideExecutable();
 
 }  // namespace gpuop::sim

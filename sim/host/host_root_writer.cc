@@ -398,15 +398,23 @@ Result<HostRootResult> WriteHostRoot(const std::string& dir, const HostRootPlan&
   return result;
 }
 
-std::string NvmlSimBesideExecutable() {
+namespace {
+
+std::string SimLibraryBesideExecutable(const char* file) {
   char exe[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return "";
   std::string path(exe, static_cast<size_t>(n));
-  std::string candidate = Parent(path) + "/../lib/libnvml-sim.so";
+  std::string candidate = Parent(path) + "/../lib/" + file;
   char resolved[PATH_MAX];
   if (::realpath(candidate.c_str(), resolved) == nullptr) return "";
   return resolved;
 }
+
+}  // namespace
+
+std::string NvmlSimBesideExecutable() { return SimLibraryBesideExecutable("libnvml-sim.so"); }
+
+std::string CudaSimBesideExecutable() { return SimLibraryBesideExecutable("libcuda-sim.so"); }
 
 }  // namespace gpuop::sim

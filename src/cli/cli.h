@@ -69,6 +69,8 @@ void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* ac
 void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 // `gpuop validator`: node validations and the node-status exporter (validator/).
 void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop cuda vector-add`: the CUDA check (cuda/vector_add.h).
+void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 
 // The API-server flags of every subcommand that talks to Kubernetes.
 struct KubeFlags {

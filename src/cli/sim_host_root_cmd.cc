@@ -32,6 +32,7 @@ int RunSimHostRoot(const SimHostRootFlags& f) {
   sim::HostRootOptions options;
   options.elf_machine = *elf_machine;
   options.nvml_sim_library = f.nvml_sim.empty() ? sim::NvmlSimBesideExecutable() : f.nvml_sim;
+  options.cuda_sim_library = sim::CudaSimBesideExecutable();
   auto plan = sim::PlanHostRoot(*machine, options);
   if (!plan.ok()) return Fail(plan.status());
   auto result = sim::WriteHostRoot(f.dir, *plan);
