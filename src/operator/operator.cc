@@ -164,6 +164,8 @@ Status Operator::Setup() {
     owned_.push_back(&factory_->For(r, r.namespaced ? ns : "", kManagedSelector));
   }
   daemonsets_ = &factory_->For(res::kDaemonSets, ns, kManagedSelector);
+  // The validator's pods: the status names the node and the check that blocks.
+  validator_pods_ = &factory_->For(res::kPods, ns, "app=nvidia-operator-validator");
 
   kube::InformerOptions node_options;
   node_options.resource = res::kNodes;
@@ -180,6 +182,7 @@ Status Operator::Setup() {
   auto policy_key = [](const Json&) { return std::vector<std::string>{kPolicyKey}; };
   policy_controller_->Watch(*policies_, policy_key);
   for (kube::Informer* inf : owned_) policy_controller_->Watch(*inf, policy_key);
+  policy_controller_->Watch(*validator_pods_, policy_key);
   policy_controller_->RequireSynced(*nodes_);
 
   // Nodes: the policy cares for the set of GPU nodes and their OSes; the node
@@ -431,6 +434,9 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
       }
       in.components.push_back(EvaluateComponent(c, policy->Enabled(c), daemonsets));
     }
+    std::vector<Json> validator_pods;
+    for (const kube::ObjectPtr& pod : validator_pods_->List()) validator_pods.push_back(*pod);
+    in.validation_blockers = ValidationBlockers(validator_pods);
   }
 
   Json old = active.value("status", Json::object());

@@ -100,6 +100,7 @@ class Operator {
   kube::Informer* policies_ = nullptr;
   std::vector<kube::Informer*> owned_;  // one per RenderedResourceTypes()
   kube::Informer* daemonsets_ = nullptr;
+  kube::Informer* validator_pods_ = nullptr;  // app=nvidia-operator-validator
   std::unique_ptr<kube::Controller> policy_controller_;
   std::unique_ptr<kube::Controller> node_controller_;
 

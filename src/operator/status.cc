@@ -39,7 +39,83 @@ Json StripTimes(Json status) {
   return status;
 }
 
+const Json& At(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+// The last non-empty line of a termination message (the validator prints
+// its error last; FallbackToLogsOnError may bring log lines before it),
+// without the command's prefix, at most 300 characters.
+std::string LastLine(const std::string& text) {
+  std::vector<std::string> lines = Split(text, '\n');
+  std::string line;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::string t(Trim(*it));
+    if (!t.empty()) {
+      line = t;
+      break;
+    }
+  }
+  const std::string prefix = "gpuop validator: ";
+  if (StartsWith(line, prefix)) line = line.substr(prefix.size());
+  if (line.size() > 300) line = line.substr(0, 297) + "...";
+  return line;
+}
+
+// "exit code N: message" of a failed termination, "" otherwise.
+std::string Failure(const Json& terminated) {
+  if (!terminated.is_object() || terminated.value("exitCode", 0) == 0) return "";
+  std::string why = LastLine(terminated.value("message", ""));
+  if (why.empty()) why = terminated.value("reason", "");
+  if (why.empty()) why = "exit code " + std::to_string(terminated.value("exitCode", 0));
+  return why;
+}
+
 }  // namespace
+
+std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
+  std::vector<std::string> out;
+  for (const Json& pod : pods) {
+    if (kube::IsPodReady(pod) || kube::IsBeingDeleted(pod)) continue;
+    std::string node = kube::PodNodeName(pod);
+    if (node.empty()) node = "(unscheduled pod " + kube::Name(pod) + ")";
+    const Json& inits = At(At(pod, "status"), "initContainerStatuses");
+    std::string line;
+    if (inits.is_array()) {
+      for (const Json& cs : inits) {
+        const Json& state = At(cs, "state");
+        const Json& done = At(state, "terminated");
+        if (done.is_object() && done.value("exitCode", 1) == 0) continue;
+        std::string check = cs.value("name", "?");
+        if (check.size() > 11 && check.compare(check.size() - 11, 11, "-validation") == 0) {
+          check.resize(check.size() - 11);
+        }
+        std::string failure = Failure(done);
+        if (failure.empty()) failure = Failure(At(At(cs, "lastState"), "terminated"));
+        // The validator's own message names the check already.
+        if (const std::string own = check + " validation failed: "; StartsWith(failure, own)) {
+          failure = failure.substr(own.size());
+        }
+        line = failure.empty() ? "waiting on " + check + " validation"
+                               : check + " validation failed: " + failure;
+        break;
+      }
+    }
+    if (line.empty()) {
+      line = inits.is_array() && !inits.empty() ? "validations passed, the validator is not ready yet"
+                                                : "validator pod " + kube::Name(pod) + " " +
+                                                      (kube::PodPhase(pod).empty()
+                                                           ? std::string("Pending")
+                                                           : kube::PodPhase(pod));
+    }
+    out.push_back("node " + node + ": " + line);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 ComponentState EvaluateComponent(Component c, bool enabled, const std::vector<Json>& daemonsets) {
   ComponentState s;
@@ -101,8 +177,14 @@ Json BuildStatus(const StatusInput& in, const Json& old_status, std::string_view
   std::string message;
   bool ready = false;
   std::vector<std::string> not_ready;
+  const std::string blockers = Join(in.validation_blockers, "; ");
   for (const ComponentState& c : in.components) {
-    if (c.state == "notReady") not_ready.push_back(ComponentName(c.component));
+    if (c.state != "notReady") continue;
+    std::string name = ComponentName(c.component);
+    if (c.component == Component::kOperatorValidator && !blockers.empty()) {
+      name += " (" + blockers + ")";
+    }
+    not_ready.push_back(name);
   }
   if (!in.reconcile_error.ok()) {
     reason = "ReconcileFailed";
@@ -139,7 +221,12 @@ Json BuildStatus(const StatusInput& in, const Json& old_status, std::string_view
       e["available"] = c.available;
       e["updated"] = c.updated;
     }
-    if (!c.message.empty()) e["message"] = c.message;
+    std::string message = c.message;
+    if (c.component == Component::kOperatorValidator && c.state == "notReady" &&
+        !blockers.empty()) {
+      message = message.empty() ? blockers : message + "; " + blockers;
+    }
+    if (!message.empty()) e["message"] = message;
     components.push_back(std::move(e));
   }
   status["components"] = std::move(components);

@@ -34,9 +34,19 @@ struct ComponentState {
 ComponentState EvaluateComponent(Component c, bool enabled,
                                  const std::vector<nlohmann::json>& daemonsets);
 
+// Why the validator's pods are not ready, one line per node, sorted:
+// "node h100-2: cuda validation failed: <its last termination message>",
+// "node h100-3: waiting on driver validation". Reads each pod's init
+// container statuses in order (the checks run one after another): the first
+// that has not exited 0 blocks. Ready pods give nothing.
+std::vector<std::string> ValidationBlockers(const std::vector<nlohmann::json>& validator_pods);
+
 struct StatusInput {
   Status reconcile_error;  // OK, or why this pass failed
   std::vector<ComponentState> components;
+  // ValidationBlockers of the validator's pods: named in the messages while
+  // the operator-validator component is not ready.
+  std::vector<std::string> validation_blockers;
   int64_t gpu_nodes = 0;
   bool nfd_labels_seen = false;  // any node has a feature.node.kubernetes.io/pci label
   bool node_discovery = false;   // gpuop's node-discovery DaemonSet finds the GPU nodes

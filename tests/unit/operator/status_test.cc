@@ -106,6 +106,58 @@ TEST(StatusTest, OverallStateAndReasons) {
   EXPECT_EQ(ConditionField(BuildStatus(in, {}, "t"), "Ready", "reason"), "NFDLabelsMissing");
 }
 
+Json ValidatorPod(const char* node, Json inits, bool ready = false) {
+  return {{"metadata", {{"name", std::string("nvidia-operator-validator-") + node}}},
+          {"spec", {{"nodeName", node}}},
+          {"status",
+           {{"phase", ready ? "Running" : "Pending"},
+            {"conditions", Json::array({Json{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})},
+            {"initContainerStatuses", inits}}}};
+}
+
+Json Init(const char* name, Json state, Json last = Json::object()) {
+  return {{"name", name}, {"state", state}, {"lastState", last}};
+}
+
+TEST(StatusTest, ValidationBlockersNameTheNodeAndTheCheck) {
+  Json ok = {{"terminated", {{"exitCode", 0}}}};
+  std::vector<Json> pods = {
+      ValidatorPod("h100-1", Json::array({Init("driver-validation", ok)}), /*ready=*/true),
+      ValidatorPod(
+          "h100-2",
+          Json::array({Init("driver-validation", ok), Init("toolkit-validation", ok),
+                       Init("cuda-validation", {{"waiting", {{"reason", "CrashLoopBackOff"}}}},
+                            {{"terminated",
+                              {{"exitCode", 1},
+                               {"message",
+                                "ts=... level=info msg=x\ngpuop validator: cuda validation failed: "
+                                "driver 535.129.03 supports CUDA 12.2\n"}}}})})),
+      ValidatorPod("h100-3", Json::array({Init("driver-validation", {{"running", Json::object()}}),
+                                          Init("toolkit-validation",
+                                               {{"waiting", {{"reason", "PodInitializing"}}}})}))};
+  auto b = ValidationBlockers(pods);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0],
+            "node h100-2: cuda validation failed: driver 535.129.03 supports CUDA 12.2");
+  EXPECT_EQ(b[1], "node h100-3: waiting on driver validation");
+
+  StatusInput in;
+  in.gpu_nodes = 3;
+  in.nfd_labels_seen = true;
+  ComponentState v;
+  v.component = Component::kOperatorValidator;
+  v.state = "notReady";
+  v.message = "nvidia-operator-validator: 1 of 3 pods available";
+  in.components = {v};
+  in.validation_blockers = {b[0]};
+  Json st = BuildStatus(in, Json::object(), "2026-12-03T00:00:00Z");
+  EXPECT_EQ(st["state"], "notReady");
+  const std::string msg = st["conditions"][0]["message"];
+  EXPECT_NE(msg.find("node h100-2: cuda validation failed"), std::string::npos) << msg;
+  EXPECT_NE(st["components"][0]["message"].get<std::string>().find("node h100-2"),
+            std::string::npos);
+}
+
 TEST(StatusTest, UnchangedStatusIsNotAChange) {
   Json a = BuildStatus(Input(), Json::object(), "2026-01-01T00:00:00Z");
   Json b = BuildStatus(Input(), a, "2026-01-01T05:00:00Z");
