@@ -187,9 +187,9 @@ std::string Env(const char* name) {
 
 std::string EnvKey() {
   std::string key;
-  for (const char* name : {"GPUOP_SIM_MACHINE", "GPUOP_SIM_STATE", "GPUOP_SIM_SEED",
-                           "GPUOP_SIM_DRIVER", "GPUOP_SIM_VISIBLE", "GPUOP_SIM_DEV_DIR",
-                           "CUDA_VISIBLE_DEVICES"}) {
+  for (const char* name :
+       {"GPUOP_SIM_MACHINE", "GPUOP_SIM_STATE", "GPUOP_SIM_SEED", "GPUOP_SIM_DRIVER",
+        "GPUOP_SIM_VISIBLE", "GPUOP_SIM_DEV_DIR", "CUDA_VISIBLE_DEVICES"}) {
     key += std::string(name) + Env(name) + "\n";
   }
   return key;
@@ -225,9 +225,7 @@ CUresult ReadState(Session& s, std::shared_ptr<const SimState>* out) {
 }
 
 // REQUIRES: d.mu held.
-CUresult RequireSession(Driver& d) {
-  return d.session ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
+CUresult RequireSession(Driver& d) { return d.session ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
 
 // REQUIRES: d.mu held and a session.
 CUresult ResolveDevice(Driver& d, CUdevice dev, unsigned* gpu) {
@@ -485,47 +483,80 @@ bool IsVectorAdd(const PtxEntry& e) {
 
 const char* ErrorName(CUresult r) {
   switch (r) {
-    case CUDA_SUCCESS: return "CUDA_SUCCESS";
-    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
-    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_DEVICE_UNAVAILABLE: return "CUDA_ERROR_DEVICE_UNAVAILABLE";
-    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
-    case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
-    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
-    case CUDA_ERROR_INVALID_PTX: return "CUDA_ERROR_INVALID_PTX";
-    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
-    case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
-    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
-    case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
-    case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
-    case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
-    case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+    case CUDA_SUCCESS:
+      return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+      return "CUDA_ERROR_DEVICE_UNAVAILABLE";
+    case CUDA_ERROR_NO_DEVICE:
+      return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE:
+      return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_INVALID_IMAGE:
+      return "CUDA_ERROR_INVALID_IMAGE";
+    case CUDA_ERROR_INVALID_CONTEXT:
+      return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_INVALID_PTX:
+      return "CUDA_ERROR_INVALID_PTX";
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+      return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+    case CUDA_ERROR_INVALID_HANDLE:
+      return "CUDA_ERROR_INVALID_HANDLE";
+    case CUDA_ERROR_NOT_FOUND:
+      return "CUDA_ERROR_NOT_FOUND";
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return "CUDA_ERROR_LAUNCH_FAILED";
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_UNKNOWN:
+      return "CUDA_ERROR_UNKNOWN";
   }
   return nullptr;
 }
 
 const char* ErrorText(CUresult r) {
   switch (r) {
-    case CUDA_SUCCESS: return "no error";
-    case CUDA_ERROR_INVALID_VALUE: return "invalid argument";
-    case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
-    case CUDA_ERROR_NOT_INITIALIZED: return "initialization error";
-    case CUDA_ERROR_DEVICE_UNAVAILABLE: return "CUDA-capable device(s) is/are busy or unavailable";
-    case CUDA_ERROR_NO_DEVICE: return "no CUDA-capable device is detected";
-    case CUDA_ERROR_INVALID_DEVICE: return "invalid device ordinal";
-    case CUDA_ERROR_INVALID_IMAGE: return "device kernel image is invalid";
-    case CUDA_ERROR_INVALID_CONTEXT: return "invalid device context";
-    case CUDA_ERROR_INVALID_PTX: return "a PTX JIT compilation failed";
+    case CUDA_SUCCESS:
+      return "no error";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "invalid argument";
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return "out of memory";
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "initialization error";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+      return "CUDA-capable device(s) is/are busy or unavailable";
+    case CUDA_ERROR_NO_DEVICE:
+      return "no CUDA-capable device is detected";
+    case CUDA_ERROR_INVALID_DEVICE:
+      return "invalid device ordinal";
+    case CUDA_ERROR_INVALID_IMAGE:
+      return "device kernel image is invalid";
+    case CUDA_ERROR_INVALID_CONTEXT:
+      return "invalid device context";
+    case CUDA_ERROR_INVALID_PTX:
+      return "a PTX JIT compilation failed";
     case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
       return "the provided PTX was compiled with an unsupported toolchain.";
-    case CUDA_ERROR_INVALID_HANDLE: return "invalid resource handle";
-    case CUDA_ERROR_NOT_FOUND: return "named symbol not found";
-    case CUDA_ERROR_ILLEGAL_ADDRESS: return "an illegal memory access was encountered";
-    case CUDA_ERROR_LAUNCH_FAILED: return "unspecified launch failure";
-    case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported";
-    case CUDA_ERROR_UNKNOWN: return "unknown error";
+    case CUDA_ERROR_INVALID_HANDLE:
+      return "invalid resource handle";
+    case CUDA_ERROR_NOT_FOUND:
+      return "named symbol not found";
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      return "an illegal memory access was encountered";
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return "unspecified launch failure";
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return "operation not supported";
+    case CUDA_ERROR_UNKNOWN:
+      return "unknown error";
   }
   return nullptr;
 }
@@ -688,11 +719,20 @@ CUresult cuDeviceGetAttribute(int* pi, int attrib, CUdevice dev) {
     if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const auto& model = d.session->machine().gpus[gpu].model;
     switch (attrib) {
-      case kAttrMaxThreadsPerBlock: *pi = 1024; return CUDA_SUCCESS;
-      case kAttrMultiprocessorCount: *pi = static_cast<int>(model.multiprocessors); return CUDA_SUCCESS;
-      case kAttrComputeCapabilityMajor: *pi = model.cc_major; return CUDA_SUCCESS;
-      case kAttrComputeCapabilityMinor: *pi = model.cc_minor; return CUDA_SUCCESS;
-      default: return CUDA_ERROR_INVALID_VALUE;
+      case kAttrMaxThreadsPerBlock:
+        *pi = 1024;
+        return CUDA_SUCCESS;
+      case kAttrMultiprocessorCount:
+        *pi = static_cast<int>(model.multiprocessors);
+        return CUDA_SUCCESS;
+      case kAttrComputeCapabilityMajor:
+        *pi = model.cc_major;
+        return CUDA_SUCCESS;
+      case kAttrComputeCapabilityMinor:
+        *pi = model.cc_minor;
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
   });
 }
@@ -792,7 +832,11 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
     if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
     if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const char* text = static_cast<const char*>(image);
-    if (std::strncmp(text, "\x7f" "ELF", 4) == 0) return CUDA_ERROR_INVALID_IMAGE;  // cubin: not simulated
+    if (std::strncmp(text,
+                     "\x7f"
+                     "ELF",
+                     4) == 0)
+      return CUDA_ERROR_INVALID_IMAGE;  // cubin: not simulated
     PtxModule ptx;
     if (CUresult r = ParsePtx(text, &ptx); r != CUDA_SUCCESS) return r;
     const Machine& m = d.session->machine();

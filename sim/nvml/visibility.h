@@ -23,8 +23,8 @@
 namespace gpuop::sim {
 
 struct VisibilityConfig {
-  bool devnodes = false;        // GPUOP_SIM_VISIBLE=devnodes
-  std::string dev_dir = "/dev"; // GPUOP_SIM_DEV_DIR (for tests)
+  bool devnodes = false;         // GPUOP_SIM_VISIBLE=devnodes
+  std::string dev_dir = "/dev";  // GPUOP_SIM_DEV_DIR (for tests)
 };
 
 // GPUOP_SIM_VISIBLE and GPUOP_SIM_DEV_DIR.

@@ -55,7 +55,8 @@ void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action) 
         std::printf("Test FAILED\n");
         return kExitFailure;
       }
-      std::printf("CUDA driver version: %s%s\n", cuda::CudaVersionText(r->driver_cuda_version).c_str(),
+      std::printf("CUDA driver version: %s%s\n",
+                  cuda::CudaVersionText(r->driver_cuda_version).c_str(),
                   r->driver_version.empty() ? "" : (" (driver " + r->driver_version + ")").c_str());
       std::printf("CUDA devices visible: %d\n", r->device_count);
       std::printf("Device %d: %s (%s), compute capability %d.%d\n", r->device,

@@ -46,24 +46,22 @@ Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   auto need = [&](auto* fn, std::initializer_list<const char*> names) {
     return Bind(handle, fn, names, &symbol);
   };
-  bool ok = need(&f.Init, {"cuInit"}) && need(&f.DriverGetVersion, {"cuDriverGetVersion"}) &&
-            need(&f.GetErrorName, {"cuGetErrorName"}) &&
-            need(&f.GetErrorString, {"cuGetErrorString"}) &&
-            need(&f.DeviceGetCount, {"cuDeviceGetCount"}) && need(&f.DeviceGet, {"cuDeviceGet"}) &&
-            need(&f.DeviceGetName, {"cuDeviceGetName"}) &&
-            need(&f.DeviceGetUuid, {"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}) &&
-            need(&f.DeviceTotalMem, {"cuDeviceTotalMem_v2"}) &&
-            need(&f.DeviceGetAttribute, {"cuDeviceGetAttribute"}) &&
-            need(&f.DevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}) &&
-            need(&f.DevicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2"}) &&
-            need(&f.CtxSetCurrent, {"cuCtxSetCurrent"}) &&
-            need(&f.CtxSynchronize, {"cuCtxSynchronize"}) &&
-            need(&f.ModuleLoadData, {"cuModuleLoadData"}) &&
-            need(&f.ModuleUnload, {"cuModuleUnload"}) &&
-            need(&f.ModuleGetFunction, {"cuModuleGetFunction"}) &&
-            need(&f.MemAlloc, {"cuMemAlloc_v2"}) && need(&f.MemFree, {"cuMemFree_v2"}) &&
-            need(&f.MemcpyHtoD, {"cuMemcpyHtoD_v2"}) && need(&f.MemcpyDtoH, {"cuMemcpyDtoH_v2"}) &&
-            need(&f.LaunchKernel, {"cuLaunchKernel"});
+  bool ok =
+      need(&f.Init, {"cuInit"}) && need(&f.DriverGetVersion, {"cuDriverGetVersion"}) &&
+      need(&f.GetErrorName, {"cuGetErrorName"}) && need(&f.GetErrorString, {"cuGetErrorString"}) &&
+      need(&f.DeviceGetCount, {"cuDeviceGetCount"}) && need(&f.DeviceGet, {"cuDeviceGet"}) &&
+      need(&f.DeviceGetName, {"cuDeviceGetName"}) &&
+      need(&f.DeviceGetUuid, {"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}) &&
+      need(&f.DeviceTotalMem, {"cuDeviceTotalMem_v2"}) &&
+      need(&f.DeviceGetAttribute, {"cuDeviceGetAttribute"}) &&
+      need(&f.DevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}) &&
+      need(&f.DevicePrimaryCtxRelease, {"cuDevicePrimaryCtxRelease_v2"}) &&
+      need(&f.CtxSetCurrent, {"cuCtxSetCurrent"}) &&
+      need(&f.CtxSynchronize, {"cuCtxSynchronize"}) &&
+      need(&f.ModuleLoadData, {"cuModuleLoadData"}) && need(&f.ModuleUnload, {"cuModuleUnload"}) &&
+      need(&f.ModuleGetFunction, {"cuModuleGetFunction"}) && need(&f.MemAlloc, {"cuMemAlloc_v2"}) &&
+      need(&f.MemFree, {"cuMemFree_v2"}) && need(&f.MemcpyHtoD, {"cuMemcpyHtoD_v2"}) &&
+      need(&f.MemcpyDtoH, {"cuMemcpyDtoH_v2"}) && need(&f.LaunchKernel, {"cuLaunchKernel"});
   if (!ok) {
     return FailedPrecondition("the CUDA driver library " + path + " has no " + symbol +
                               ": this driver is too old for the CUDA check (or the library is "

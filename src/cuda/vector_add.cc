@@ -111,8 +111,9 @@ Status InitFailure(const Library& lib, CUresult r, const NvmlFacts& nvml) {
                               "CUDA_VISIBLE_DEVICES)");
   }
   if (r == kCudaErrorStubLibrary) {
-    return FailedPrecondition(lib.path() + " is the CUDA toolkit's stub library, not the driver's (" +
-                              what + "): put the NVIDIA driver's libcuda.so.1 first on the "
+    return FailedPrecondition(lib.path() +
+                              " is the CUDA toolkit's stub library, not the driver's (" + what +
+                              "): put the NVIDIA driver's libcuda.so.1 first on the "
                               "library path");
   }
   if (r == kCudaErrorSystemDriverMismatch) {
@@ -121,9 +122,12 @@ Status InitFailure(const Library& lib, CUresult r, const NvmlFacts& nvml) {
                               "): reload the driver or reboot the node so both are one version");
   }
   if (r == kCudaErrorCompatNotSupportedOnDevice) {
-    return FailedPrecondition("the container's CUDA forward-compatibility libraries do not work "
-                              "on this GPU (" + what + "): remove the cuda-compat package from "
-                              "the image or raise driver.version");
+    return FailedPrecondition(
+        "the container's CUDA forward-compatibility libraries do not work "
+        "on this GPU (" +
+        what +
+        "): remove the cuda-compat package from "
+        "the image or raise driver.version");
   }
   return Unavailable("the CUDA driver cannot start (" + what +
                      "): check the NVIDIA driver on the node (dmesg, nvidia-smi)");
@@ -131,8 +135,7 @@ Status InitFailure(const Library& lib, CUresult r, const NvmlFacts& nvml) {
 
 bool IsGpuFault(CUresult r) {
   return r == kCudaErrorDeviceUnavailable || r == kCudaErrorLaunchFailed ||
-         r == kCudaErrorEccUncorrectable || r == kCudaErrorIllegalAddress ||
-         r == kCudaErrorUnknown;
+         r == kCudaErrorEccUncorrectable || r == kCudaErrorIllegalAddress || r == kCudaErrorUnknown;
 }
 
 // Releases what the check took, in reverse order, on every path.
@@ -203,11 +206,10 @@ std::optional<size_t> FirstWrongElement(const std::vector<float>& a, const std::
 
 std::string FormatGpuUuid(const unsigned char bytes[16]) {
   char buf[48];
-  std::snprintf(buf, sizeof(buf),
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14],
-                bytes[15]);
+  std::snprintf(
+      buf, sizeof(buf), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+      bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+      bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]);
   return buf;
 }
 
@@ -234,9 +236,10 @@ Result<VectorAddReport> RunVectorAdd(const VectorAddOptions& options) {
     return Unavailable("cuDeviceGetCount: " + lib->ErrorText(r));
   }
   if (options.device >= rep.device_count) {
-    return NotFound("GPU " + std::to_string(options.device) + " does not exist: this container sees " +
-                    std::to_string(rep.device_count) + " GPU(s); choose --device 0.." +
-                    std::to_string(rep.device_count - 1) + " or request more nvidia.com/gpu");
+    return NotFound("GPU " + std::to_string(options.device) +
+                    " does not exist: this container sees " + std::to_string(rep.device_count) +
+                    " GPU(s); choose --device 0.." + std::to_string(rep.device_count - 1) +
+                    " or request more nvidia.com/gpu");
   }
   CUdevice dev = 0;
   if (CUresult r = cu.DeviceGet(&dev, options.device); r != kCudaSuccess) {
@@ -257,18 +260,20 @@ Result<VectorAddReport> RunVectorAdd(const VectorAddOptions& options) {
   cu.DeviceGetAttribute(&rep.cc_minor, kCuAttrComputeCapabilityMinor, dev);
   cu.DeviceTotalMem(&rep.total_memory_bytes, dev);
 
-  const std::string gpu = "GPU " + std::to_string(options.device) + " (" + rep.device_name + ", " +
-                          rep.uuid + ")";
+  const std::string gpu =
+      "GPU " + std::to_string(options.device) + " (" + rep.device_name + ", " + rep.uuid + ")";
   auto fail = [&](const char* call, CUresult r) -> Status {
     std::string what = gpu + ": " + call + ": " + lib->ErrorText(r);
     if (r == kCudaErrorOutOfMemory) {
-      return Unavailable(what + ": the GPU's memory is taken by other processes; retry when they "
-                                "end, or lower --elements");
+      return Unavailable(what +
+                         ": the GPU's memory is taken by other processes; retry when they "
+                         "end, or lower --elements");
     }
     if (IsGpuFault(r)) {
-      return Unavailable(what + ": the GPU cannot run work; it may have fallen off the bus (XID 79) "
-                                "or hit an uncorrectable error: check the node's XID events "
-                                "(dmesg, nvidia-smi -q), then reset the GPU or reboot the node");
+      return Unavailable(what +
+                         ": the GPU cannot run work; it may have fallen off the bus (XID 79) "
+                         "or hit an uncorrectable error: check the node's XID events "
+                         "(dmesg, nvidia-smi -q), then reset the GPU or reboot the node");
     }
     return Internal(what);
   };
@@ -294,8 +299,9 @@ Result<VectorAddReport> RunVectorAdd(const VectorAddOptions& options) {
     if (r == kCudaErrorInvalidPtx) {
       return FailedPrecondition(gpu + ": cuModuleLoadData: " + lib->ErrorText(r) +
                                 ": the driver's PTX compiler rejected the check's kernel for "
-                                "compute capability " + std::to_string(rep.cc_major) + "." +
-                                std::to_string(rep.cc_minor) + " (GPUs before Volta cannot run it)");
+                                "compute capability " +
+                                std::to_string(rep.cc_major) + "." + std::to_string(rep.cc_minor) +
+                                " (GPUs before Volta cannot run it)");
     }
     return fail("cuModuleLoadData", r);
   }
@@ -324,8 +330,8 @@ Result<VectorAddReport> RunVectorAdd(const VectorAddOptions& options) {
   void* params[] = {&da, &db, &dc, &count};
   rep.threads_per_block = kThreadsPerBlock;
   rep.blocks = static_cast<unsigned>((n + kThreadsPerBlock - 1) / kThreadsPerBlock);
-  if (CUresult r = cu.LaunchKernel(fn, rep.blocks, 1, 1, kThreadsPerBlock, 1, 1, 0, nullptr,
-                                   params, nullptr);
+  if (CUresult r = cu.LaunchKernel(fn, rep.blocks, 1, 1, kThreadsPerBlock, 1, 1, 0, nullptr, params,
+                                   nullptr);
       r != kCudaSuccess) {
     return fail("cuLaunchKernel", r);
   }

@@ -218,7 +218,7 @@ TEST(VisibilityTest, DevNodesAndCudaVisibleDevices) {
 
   EXPECT_EQ(sim::ApplyCudaVisibleDevices(*m, visible, "1"), (std::vector<unsigned>{6}));
   EXPECT_EQ(sim::ApplyCudaVisibleDevices(*m, visible, "1,0"), (std::vector<unsigned>{6, 1}));
-  EXPECT_TRUE(sim::ApplyCudaVisibleDevices(*m, visible, "2").empty());   // past the end
+  EXPECT_TRUE(sim::ApplyCudaVisibleDevices(*m, visible, "2").empty());  // past the end
   EXPECT_EQ(sim::ApplyCudaVisibleDevices(*m, visible, "0,5,1"),         // cut at the bad one
             (std::vector<unsigned>{1}));
   EXPECT_EQ(sim::ApplyCudaVisibleDevices(*m, visible, "0,0"), (std::vector<unsigned>{1}));

@@ -40,7 +40,9 @@ F Sym(void* lib, const char* name) {
 }
 
 // NV(nvmlFoo)(args...): the NVML simulator's nvmlFoo with the header's signature.
-#define NV(fn) ::gpuop::cuda::testing::Sym<decltype(&fn)>(::gpuop::cuda::testing::Open(::gpuop::cuda::testing::kSimNvmlLib), #fn)
+#define NV(fn)                                \
+  ::gpuop::cuda::testing::Sym<decltype(&fn)>( \
+      ::gpuop::cuda::testing::Open(::gpuop::cuda::testing::kSimNvmlLib), #fn)
 
 // The options that run the check against the simulators.
 inline VectorAddOptions SimOptions() {

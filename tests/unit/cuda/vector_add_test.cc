@@ -204,8 +204,9 @@ TEST(VectorAddTest, MissingLibraryNamesTheFix) {
   auto r = RunVectorAdd(o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("cannot load the CUDA driver library /nonexistent/libcuda.so.1"),
-            std::string::npos);
+  EXPECT_NE(
+      r.status().message().find("cannot load the CUDA driver library /nonexistent/libcuda.so.1"),
+      std::string::npos);
   EXPECT_NE(r.status().message().find("request nvidia.com/gpu"), std::string::npos);
 }
 
@@ -213,8 +214,7 @@ TEST(VectorAddTest, NotALibcudaNamesTheMissingSymbol) {
   auto lib = Library::Load(testing::kSimNvmlLib);
   ASSERT_FALSE(lib.ok());
   EXPECT_EQ(lib.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(lib.status().message().find("has no cuInit: this driver is too old"),
-            std::string::npos)
+  EXPECT_NE(lib.status().message().find("has no cuInit: this driver is too old"), std::string::npos)
       << lib.status().message();
 }
 
