@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <stop_token>
 #include <thread>
+#include <tuple>
 
 #include "base/log.h"
 #include "cli/cli.h"
@@ -167,8 +167,9 @@ void AddValidatorFlags(CLI::App* cmd, ValidatorFlags* f, bool with_component) {
                     "driver|toolkit|cuda|plugin|metrics; none: the main container (env COMPONENT)");
     cmd->add_option("--with-wait", f->with_wait,
                     "true: retry a failing check every --sleep-interval-seconds (env WITH_WAIT)");
-    cmd->add_option("--with-workload", f->with_workload,
-                    "true: run the CUDA (or plugin) workload pod (env WITH_WORKLOAD, default true)");
+    cmd->add_option(
+        "--with-workload", f->with_workload,
+        "true: run the CUDA (or plugin) workload pod (env WITH_WORKLOAD, default true)");
     cmd->add_option("--mig-strategy", f->mig_strategy, "none|single|mixed (env MIG_STRATEGY)")
         ->check(CLI::IsMember({"none", "single", "mixed"}));
     cmd->add_option("--driver-install-dir", f->driver_install_dir,
@@ -181,8 +182,9 @@ void AddValidatorFlags(CLI::App* cmd, ValidatorFlags* f, bool with_component) {
   }
   cmd->add_option("--sleep-interval-seconds", f->sleep_interval,
                   "Seconds between retries (env SLEEP_INTERVAL_SECONDS, default 5)");
-  cmd->add_option("--output-dir", f->output_dir,
-                  "Where the files go (env OUTPUT_DIR, default <host-root>/run/nvidia/validations)");
+  cmd->add_option(
+      "--output-dir", f->output_dir,
+      "Where the files go (env OUTPUT_DIR, default <host-root>/run/nvidia/validations)");
   cmd->add_option("--metrics-port", f->metrics_port,
                   "The node-status exporter's port (env METRICS_PORT)");
   cmd->add_option("--node-name", f->node_name, "This node's name (env NODE_NAME)");

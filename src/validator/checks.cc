@@ -19,7 +19,7 @@ using Json = nlohmann::json;
 namespace {
 
 bool IsDirectory(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -40,9 +40,9 @@ Json CapacityOf(const Json& node) {
 
 std::string DriverReadyContent(const DriverInfo& d) {
   return "IS_HOST_DRIVER=" + std::string(d.host_driver ? "true" : "false") + "\n" +
-         "NVIDIA_DRIVER_ROOT=" + d.driver_root + "\n" + "DRIVER_ROOT_CTR_PATH=" +
-         d.driver_root_ctr + "\n" + "NVIDIA_DEV_ROOT=" + d.dev_root + "\n" +
-         "DEV_ROOT_CTR_PATH=" + d.dev_root_ctr + "\n";
+         "NVIDIA_DRIVER_ROOT=" + d.driver_root + "\n" +
+         "DRIVER_ROOT_CTR_PATH=" + d.driver_root_ctr + "\n" + "NVIDIA_DEV_ROOT=" + d.dev_root +
+         "\n" + "DEV_ROOT_CTR_PATH=" + d.dev_root_ctr + "\n";
 }
 
 Result<std::string> FindNvmlLibrary(const std::string& read_root) {
@@ -109,10 +109,10 @@ Result<DriverInfo> CheckDriver(const Options& o) {
     }
     auto nvml_path = FindNvmlLibrary(read_driver_root);
     if (!nvml_path.ok()) {
-      return FailedPrecondition("driver validation failed: the driver container signalled ready "
-                                "but its root has no NVML: " +
-                                nvml_path.status().message() +
-                                "; check the driver container's install (kubectl logs)");
+      return FailedPrecondition(
+          "driver validation failed: the driver container signalled ready "
+          "but its root has no NVML: " +
+          nvml_path.status().message() + "; check the driver container's install (kubectl logs)");
     }
     d.nvml_path = *nvml_path;
   }
@@ -144,10 +144,13 @@ Result<unsigned> CheckToolkit(const Options& o) {
   auto client = nvml::Client::Open(o.nvml_library);
   if (!client.ok()) {
     return FailedPrecondition(
-        "toolkit validation failed: NVML (" + o.nvml_library + ") is not usable in this "
-        "container: " + client.status().message() +
+        "toolkit validation failed: NVML (" + o.nvml_library +
+        ") is not usable in this "
+        "container: " +
+        client.status().message() +
         "; the container runtime did not inject the driver: check that the toolkit pod on node " +
-        o.node_name + " is ready, the runtime class nvidia exists and the runtime was restarted "
+        o.node_name +
+        " is ready, the runtime class nvidia exists and the runtime was restarted "
         "with its configuration");
   }
   auto count = (*client)->GpuCount();
@@ -190,8 +193,8 @@ std::string PluginWorkloadResource(const Json& node, const std::string& mig_stra
 }
 
 std::string PluginNotReadyMessage(const std::string& node, const std::string& mig_strategy) {
-  std::string want = mig_strategy == "mixed" ? "nvidia.com/gpu or nvidia.com/mig-*"
-                                             : "nvidia.com/gpu";
+  std::string want =
+      mig_strategy == "mixed" ? "nvidia.com/gpu or nvidia.com/mig-*" : "nvidia.com/gpu";
   return "plugin validation failed: node " + node + " advertises no " + want +
          " in its capacity (MIG_STRATEGY " + mig_strategy +
          "): the device plugin has not registered; check the nvidia-device-plugin-daemonset pod "
@@ -224,8 +227,8 @@ Result<int64_t> WaitForPluginResources(kube::Client& client, const Options& o,
     kube::WatchOptions wo;
     wo.field_selector = lo.field_selector;
     wo.resource_version = list->resource_version;
-    auto left = std::chrono::duration_cast<std::chrono::seconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
     wo.timeout = std::max(std::chrono::seconds(1), left);
     int64_t found = 0;
     Status s = client.Watch(

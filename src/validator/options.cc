@@ -21,23 +21,34 @@ Result<Component> ParseComponent(std::string_view name) {
 
 std::string ComponentName(Component c) {
   switch (c) {
-    case Component::kMain: return "main";
-    case Component::kDriver: return "driver";
-    case Component::kToolkit: return "toolkit";
-    case Component::kCuda: return "cuda";
-    case Component::kPlugin: return "plugin";
-    case Component::kMetrics: return "metrics";
+    case Component::kMain:
+      return "main";
+    case Component::kDriver:
+      return "driver";
+    case Component::kToolkit:
+      return "toolkit";
+    case Component::kCuda:
+      return "cuda";
+    case Component::kPlugin:
+      return "plugin";
+    case Component::kMetrics:
+      return "metrics";
   }
   return "?";
 }
 
 std::string ReadyFile(Component c) {
   switch (c) {
-    case Component::kDriver: return kDriverReadyFile;
-    case Component::kToolkit: return kToolkitReadyFile;
-    case Component::kCuda: return kCudaReadyFile;
-    case Component::kPlugin: return kPluginReadyFile;
-    default: return "";
+    case Component::kDriver:
+      return kDriverReadyFile;
+    case Component::kToolkit:
+      return kToolkitReadyFile;
+    case Component::kCuda:
+      return kCudaReadyFile;
+    case Component::kPlugin:
+      return kPluginReadyFile;
+    default:
+      return "";
   }
 }
 
@@ -76,8 +87,8 @@ Result<Options> OptionsFromEnv(const std::map<std::string, std::string>& env, Op
   if (auto* v = get("COMPONENT")) {
     GPUOP_ASSIGN_OR_RETURN(o.component, ParseComponent(*v));
   }
-  for (auto [name, field] : {std::pair{"WITH_WAIT", &o.with_wait},
-                             std::pair{"WITH_WORKLOAD", &o.with_workload}}) {
+  for (auto [name, field] :
+       {std::pair{"WITH_WAIT", &o.with_wait}, std::pair{"WITH_WORKLOAD", &o.with_workload}}) {
     if (auto* v = get(name)) {
       GPUOP_ASSIGN_OR_RETURN(*field, ParseBoolValue(name, *v));
     }

@@ -42,7 +42,8 @@ Result<std::string> CheckOnce(const Options& o, kube::Client* client, std::stop_
         return std::string();
       }
       if (client == nullptr) {
-        return FailedPrecondition("cuda validation failed: no API server client for the workload pod");
+        return FailedPrecondition(
+            "cuda validation failed: no API server client for the workload pod");
       }
       GPUOP_RETURN_IF_ERROR(RunCudaWorkload(*client, o, stop));
       LogInfo("cuda validation passed", {{"node", o.node_name}});
@@ -103,11 +104,10 @@ Status RunCheck(const Options& o, kube::Client* client, std::stop_token stop) {
     }
     if (stop.stop_requested()) return Aborted(content.status().message() + " (stopped)");
     if (!o.with_wait) return content.status();
-    LogWarn("validation failed; retrying",
-            {{"component", ComponentName(o.component)},
-             {"attempt", attempt},
-             {"retry_in_s", o.sleep_interval_seconds},
-             {"error", content.status()}});
+    LogWarn("validation failed; retrying", {{"component", ComponentName(o.component)},
+                                            {"attempt", attempt},
+                                            {"retry_in_s", o.sleep_interval_seconds},
+                                            {"error", content.status()}});
     if (!SleepFor(o.sleep_interval_seconds, stop)) {
       return Aborted(content.status().message() + " (stopped)");
     }

@@ -100,8 +100,8 @@ PodOutcome EvaluateWorkloadPod(const Json& pod) {
   }
   if (phase == "Failed") {
     out.done = true;
-    std::string reason = At(status, "message").is_string() ? At(status, "message").get<std::string>()
-                                                           : "";
+    std::string reason =
+        At(status, "message").is_string() ? At(status, "message").get<std::string>() : "";
     out.message = !failure.empty() ? failure : !reason.empty() ? reason : "the pod failed";
     return out;
   }
@@ -134,7 +134,8 @@ Result<std::string> WorkloadImage(kube::Client& client, const Options& o) {
       if (!image.empty()) return image;
     }
   }
-  return NotFound("pod " + o.namespace_ + "/" + o.pod_name + " names no image; set VALIDATOR_IMAGE");
+  return NotFound("pod " + o.namespace_ + "/" + o.pod_name +
+                  " names no image; set VALIDATOR_IMAGE");
 }
 
 Status RunWorkloadPod(kube::Client& client, const Options& o, WorkloadPodSpec spec, int retries,
@@ -146,8 +147,7 @@ Status RunWorkloadPod(kube::Client& client, const Options& o, WorkloadPodSpec sp
   auto old = client.List(kube::resources::kPods, spec.namespace_, lo);
   if (!old.ok()) {
     return old.status().Annotate(check + ": listing leftover " + spec.app + " pods in " +
-                                 spec.namespace_ +
-                                 " (the validator's Role needs list on pods)");
+                                 spec.namespace_ + " (the validator's Role needs list on pods)");
   }
   for (const Json& p : old->items) {
     if (kube::PodNodeName(p) != spec.node_name) continue;
@@ -175,8 +175,8 @@ Status RunWorkloadPod(kube::Client& client, const Options& o, WorkloadPodSpec sp
     kube::WatchOptions wo;
     wo.field_selector = "metadata.name=" + name;
     wo.resource_version = rv;
-    auto left = std::chrono::duration_cast<std::chrono::seconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
     wo.timeout = std::clamp(left, std::chrono::seconds(1), std::chrono::seconds(60));
     bool deleted = false;
     bool gone = false;
@@ -227,10 +227,10 @@ Status RunWorkloadPod(kube::Client& client, const Options& o, WorkloadPodSpec sp
                               "; see kubectl logs -n " + spec.namespace_ + " " + name);
   }
   if (stop.stop_requested()) return Aborted(check + ": stopped");
-  std::string msg = check + ": pod " + spec.namespace_ + "/" + name + " on node " +
-                    spec.node_name + " did not finish within " + std::to_string(budget.count()) +
-                    "s (" + last.message + "); check that the device plugin advertises " +
-                    spec.resource + " and kubectl describe pod -n " + spec.namespace_ + " " + name;
+  std::string msg = check + ": pod " + spec.namespace_ + "/" + name + " on node " + spec.node_name +
+                    " did not finish within " + std::to_string(budget.count()) + "s (" +
+                    last.message + "); check that the device plugin advertises " + spec.resource +
+                    " and kubectl describe pod -n " + spec.namespace_ + " " + name;
   if (!api_error.empty()) msg += "; last API error: " + api_error;
   return DeadlineExceeded(msg);
 }

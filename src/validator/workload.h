@@ -43,9 +43,9 @@ struct WorkloadPodSpec {
 nlohmann::json BuildWorkloadPod(const WorkloadPodSpec& spec);
 
 struct PodOutcome {
-  bool done = false;       // Succeeded, or failed for good
+  bool done = false;  // Succeeded, or failed for good
   bool succeeded = false;
-  std::string message;     // why it failed, or what it waits for
+  std::string message;  // why it failed, or what it waits for
 };
 // What a workload pod's status says: Succeeded → done; Failed → done with
 // the container's termination message or reason; a container that exited

@@ -1,6 +1,8 @@
 // The driver and toolkit checks against a simulated host root (the GPU
 // simulator's NVML installed as the driver's libnvidia-ml.so), and the files
 // they write: exactly NVIDIA's names and contents.
+#include "validator/checks.h"
+
 #include <gtest/gtest.h>
 
 #include <future>
@@ -13,7 +15,6 @@
 #include "sim/nvml/state.h"
 #include "tests/testing/sim_node.h"
 #include "tests/testing/wait.h"
-#include "validator/checks.h"
 #include "validator/validator.h"
 
 namespace gpuop::validator {
@@ -100,8 +101,7 @@ TEST_F(ValidatorCheckTest, SimDriverVariableUnloadedFails) {
   ::unsetenv("GPUOP_SIM_DRIVER");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(d.status().message().find("does not start"), std::string::npos)
-      << d.status().message();
+  EXPECT_NE(d.status().message().find("does not start"), std::string::npos) << d.status().message();
 }
 
 TEST_F(ValidatorCheckTest, NoDriverAnywhereSaysWhatToDo) {
@@ -112,8 +112,7 @@ TEST_F(ValidatorCheckTest, NoDriverAnywhereSaysWhatToDo) {
   auto d = CheckDriver(o_);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(d.status().message().find("driver.enabled"), std::string::npos)
-      << d.status().message();
+  EXPECT_NE(d.status().message().find("driver.enabled"), std::string::npos) << d.status().message();
 }
 
 TEST_F(ValidatorCheckTest, ContainerDriverWaitsForDriverCtrReady) {
@@ -128,7 +127,8 @@ TEST_F(ValidatorCheckTest, ContainerDriverWaitsForDriverCtrReady) {
   o_.with_wait = true;
   o_.sleep_interval_seconds = 1;
   std::stop_source stop;
-  auto done = std::async(std::launch::async, [&] { return RunCheck(o_, nullptr, stop.get_token()); });
+  auto done =
+      std::async(std::launch::async, [&] { return RunCheck(o_, nullptr, stop.get_token()); });
   ASSERT_TRUE(WriteFileAtomic(File(kDriverCtrReadyFile),
                               "GDRCOPY_ENABLED: false\nGDS_ENABLED: false\n"
                               "GPU_DIRECT_RDMA_ENABLED: false\n")
@@ -151,7 +151,8 @@ TEST_F(ValidatorCheckTest, WithWaitStopsOnRequest) {
   o_.with_wait = true;
   o_.sleep_interval_seconds = 3600;
   std::stop_source stop;
-  auto done = std::async(std::launch::async, [&] { return RunCheck(o_, nullptr, stop.get_token()); });
+  auto done =
+      std::async(std::launch::async, [&] { return RunCheck(o_, nullptr, stop.get_token()); });
   stop.request_stop();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   Status s = done.get();

@@ -3,6 +3,8 @@
 // nodeName, one nvidia.com/gpu, `gpuop cuda vector-add`), its outcome made
 // through the status subresource, and the node capacity the plugin check
 // waits for. The node-status exporter is scraped over HTTP.
+#include "validator/workload.h"
+
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +19,6 @@
 #include "validator/checks.h"
 #include "validator/metrics.h"
 #include "validator/validator.h"
-#include "validator/workload.h"
 
 namespace gpuop::validator {
 namespace {
@@ -34,16 +35,17 @@ class ValidatorApiTest : public ::testing::Test {
     auto api = gpuop::testing::StartApiEmulator();
     ASSERT_TRUE(api.ok()) << api.status().ToString();
     api_ = std::move(api).value();
-    ASSERT_TRUE(client().Create(res::kNamespaces, "",
-                                Json{{"apiVersion", "v1"},
-                                     {"kind", "Namespace"},
-                                     {"metadata", {{"name", kNs}}}})
-                    .ok());
-    ASSERT_TRUE(client().Create(res::kNodes, "",
-                                Json{{"apiVersion", "v1"},
-                                     {"kind", "Node"},
-                                     {"metadata", {{"name", kNode}}}})
-                    .ok());
+    ASSERT_TRUE(
+        client()
+            .Create(
+                res::kNamespaces, "",
+                Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kNs}}}})
+            .ok());
+    ASSERT_TRUE(
+        client()
+            .Create(res::kNodes, "",
+                    Json{{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}})
+            .ok());
     o_.node_name = kNode;
     o_.namespace_ = kNs;
     o_.output_dir = dir_.path() + "/validations";
@@ -69,12 +71,11 @@ class ValidatorApiTest : public ::testing::Test {
             {"metadata",
              {{"name", kValidatorDaemonSet},
               {"namespace", kNs},
-              {"ownerReferences",
-               Json::array({Json{{"apiVersion", "v1"},
-                                 {"kind", "ConfigMap"},
-                                 {"name", "cluster-policy"},
-                                 {"uid", owner_uid_},
-                                 {"controller", true}}})}}},
+              {"ownerReferences", Json::array({Json{{"apiVersion", "v1"},
+                                                    {"kind", "ConfigMap"},
+                                                    {"name", "cluster-policy"},
+                                                    {"uid", owner_uid_},
+                                                    {"controller", true}}})}}},
             {"spec",
              {{"selector", {{"matchLabels", {{"app", kValidatorDaemonSet}}}}},
               {"template",
@@ -97,7 +98,8 @@ class ValidatorApiTest : public ::testing::Test {
       if (!l.ok() || l->items.empty()) return false;
       found = l->items.front();
       return true;
-    })) << "no " << app << " pod";
+    })) << "no "
+        << app << " pod";
     return found;
   }
 
@@ -187,23 +189,24 @@ TEST_F(ValidatorApiTest, CudaFailureSurfacesTheTerminationMessage) {
   Json pod = WaitForPod(kCudaPodApp);
   // restartPolicy OnFailure: the pod stays Running while its container
   // restarts; the last termination says why.
-  SetPodStatus(kube::Name(pod),
-               Json{{"phase", "Running"},
-                    {"containerStatuses",
-                     Json::array({Json{
-                         {"name", "cuda-validation"},
-                         {"ready", false},
-                         {"restartCount", 1},
-                         {"image", "x"},
-                         {"imageID", ""},
-                         {"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}},
-                         {"lastState",
-                          {{"terminated",
-                            {{"exitCode", 1},
-                             {"reason", "Error"},
-                             {"message",
-                              "driver 535.129.03 supports CUDA 12.2; this workload needs 12.4: "
-                              "raise driver.version\n"}}}}}}})}});
+  SetPodStatus(
+      kube::Name(pod),
+      Json{
+          {"phase", "Running"},
+          {"containerStatuses",
+           Json::array({Json{{"name", "cuda-validation"},
+                             {"ready", false},
+                             {"restartCount", 1},
+                             {"image", "x"},
+                             {"imageID", ""},
+                             {"state", {{"waiting", {{"reason", "CrashLoopBackOff"}}}}},
+                             {"lastState",
+                              {{"terminated",
+                                {{"exitCode", 1},
+                                 {"reason", "Error"},
+                                 {"message",
+                                  "driver 535.129.03 supports CUDA 12.2; this workload needs 12.4: "
+                                  "raise driver.version\n"}}}}}}})}});
   Status s = bg.Get();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cuda validation failed"), std::string::npos) << s.message();
@@ -257,8 +260,7 @@ TEST_F(ValidatorApiTest, PluginTimesOutWithoutCapacity) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("plugin validation failed"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("device plugin has not registered"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("device plugin has not registered"), std::string::npos) << s.message();
   EXPECT_FALSE(PathExists(o_.output_dir + "/plugin-ready"));
 }
 
@@ -312,9 +314,9 @@ TEST(ValidatorPodOutcomeTest, ReadsPhasesAndTerminations) {
       Json{{"status",
             {{"phase", "Failed"},
              {"containerStatuses",
-              Json::array({Json{{"name", "cuda-validation"},
-                                {"state",
-                                 {{"terminated", {{"exitCode", 2}, {"reason", "Error"}}}}}}})}}}});
+              Json::array(
+                  {Json{{"name", "cuda-validation"},
+                        {"state", {{"terminated", {{"exitCode", 2}, {"reason", "Error"}}}}}}})}}}});
   EXPECT_TRUE(failed.done);
   EXPECT_FALSE(failed.succeeded);
   EXPECT_EQ(failed.message, "container cuda-validation exit code 2: Error");
