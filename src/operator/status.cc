@@ -105,11 +105,10 @@ std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
       }
     }
     if (line.empty()) {
-      line = inits.is_array() && !inits.empty() ? "validations passed, the validator is not ready yet"
-                                                : "validator pod " + kube::Name(pod) + " " +
-                                                      (kube::PodPhase(pod).empty()
-                                                           ? std::string("Pending")
-                                                           : kube::PodPhase(pod));
+      line = inits.is_array() && !inits.empty()
+                 ? "validations passed, the validator is not ready yet"
+                 : "validator pod " + kube::Name(pod) + " " +
+                       (kube::PodPhase(pod).empty() ? std::string("Pending") : kube::PodPhase(pod));
     }
     out.push_back("node " + node + ": " + line);
   }

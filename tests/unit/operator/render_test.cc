@@ -853,9 +853,9 @@ TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   EXPECT_EQ(EnvOf(Container(validator, "plugin-validation"), "MIG_STRATEGY"), "single");
   EXPECT_EQ(EnvOf(Container(validator, "plugin-validation"), "VALIDATOR_IMAGE"),
             Container(validator, "cuda-validation")["image"]);
-  EXPECT_EQ(Container(validator, "nvidia-operator-validator")["lifecycle"]["preStop"]["exec"]
-                     ["command"],
-            Json::array({"gpuop", "--host-root", "/host", "validator", "--cleanup"}));
+  EXPECT_EQ(
+      Container(validator, "nvidia-operator-validator")["lifecycle"]["preStop"]["exec"]["command"],
+      Json::array({"gpuop", "--host-root", "/host", "validator", "--cleanup"}));
   EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "NVIDIA_VISIBLE_DEVICES"), "all");
   EXPECT_EQ(EnvOf(Container(validator, "driver-validation"), "NVIDIA_VISIBLE_DEVICES"), "void");
   Json cp = LoadSample("clusterpolicy-minimal.yaml");

@@ -111,7 +111,8 @@ Json ValidatorPod(const char* node, Json inits, bool ready = false) {
           {"spec", {{"nodeName", node}}},
           {"status",
            {{"phase", ready ? "Running" : "Pending"},
-            {"conditions", Json::array({Json{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})},
+            {"conditions",
+             Json::array({Json{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})},
             {"initContainerStatuses", inits}}}};
 }
 
@@ -137,8 +138,7 @@ TEST(StatusTest, ValidationBlockersNameTheNodeAndTheCheck) {
                                                {{"waiting", {{"reason", "PodInitializing"}}}})}))};
   auto b = ValidationBlockers(pods);
   ASSERT_EQ(b.size(), 2u);
-  EXPECT_EQ(b[0],
-            "node h100-2: cuda validation failed: driver 535.129.03 supports CUDA 12.2");
+  EXPECT_EQ(b[0], "node h100-2: cuda validation failed: driver 535.129.03 supports CUDA 12.2");
   EXPECT_EQ(b[1], "node h100-3: waiting on driver validation");
 
   StatusInput in;
