@@ -18,7 +18,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/rootfs/usr/bin" "$stage/rootfs/tmp" "$stage/rootfs/etc"
 chmod 1777 "$stage/rootfs/tmp"
-cp "$bin" "$stage/rootfs/usr/bin/gpuop"
+# Debug info is for debuggers, not for nodes.
+strip --strip-debug -o "$stage/rootfs/usr/bin/gpuop" "$bin"
 # Every library the binary needs, at the path the dynamic loader found it.
 ldd "$bin" | awk '/=> \//{print $3} /^\s*\/[^ ]*ld-linux/{print $1}' | sort -u | while read -r lib; do
   mkdir -p "$stage/rootfs$(dirname "$lib")"

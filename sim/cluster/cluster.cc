@@ -236,6 +236,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
       sim::HostRootOptions ho;
       ho.elf_machine = *elf;
       ho.nvml_sim_library = spec.nvml_sim;
+      ho.cuda_sim_library = spec.cuda_sim;
       auto plan = sim::PlanHostRoot(*machine, ho);
       if (!plan.ok()) return fail(plan.status());
       auto written = sim::WriteHostRoot(root, *plan);
@@ -283,7 +284,9 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   if (!scheduler.ok()) return fail(scheduler.status());
   auto daemonsets = DaemonSetController::Start(*client, {});
   if (!daemonsets.ok()) return fail(daemonsets.status());
-  auto deployments = DeploymentController::Start(*client, {});
+  auto replicasets = ReplicaSetController::Start(*client);
+  if (!replicasets.ok()) return fail(replicasets.status());
+  auto deployments = DeploymentController::Start(*client);
   if (!deployments.ok()) return fail(deployments.status());
 
   std::vector<std::unique_ptr<Kubelet>> kubelets;
@@ -327,7 +330,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     size_t ready = 0;
     if (list.ok()) {
       for (const Json& n : list->items) {
-        for (const Json& c : n["status"].value("conditions", Json::array())) {
+        for (const Json& c : n.value("status", Json::object()).value("conditions", Json::array())) {
           if (c.value("type", "") == "Ready" && c.value("status", "") == "True") ready++;
         }
       }
@@ -347,6 +350,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   LogInfo("cluster: stopping");
   for (auto& k : kubelets) k->Stop();
   (*deployments)->Stop();
+  (*replicasets)->Stop();
   (*daemonsets)->Stop();
   (*scheduler)->Stop();
   kubelets.clear();

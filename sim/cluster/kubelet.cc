@@ -27,6 +27,7 @@
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/resource.h"
+#include "sim/cluster/cdi_view.h"
 #include "sim/cluster/pod_spec.h"
 #include "sim/cluster/podman.h"
 #include "sim/kubelet/fake_kubelet.h"
@@ -676,16 +677,16 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       p.env.push_back({"GPUOP_SIM_VISIBLE", "devnodes"});
       p.mounts.push_back(Mount{opt_.sim_state_dir, kSimMountPath, false, ""});
     }
-    if (p.privileged) {
-      // A privileged container sees the host's /dev: here, the node's.
+    if (p.privileged && !opt_.sim_state_dir.empty()) {
+      // A privileged container sees the host's /dev: here, the node's device
+      // nodes. Bind mounts, not --device: podman ignores --device with
+      // --privileged, and a privileged container has no device cgroup.
       std::error_code ec;
-      for (const std::string dir : {"/dev", "/dev/nvidia-caps"}) {
-        for (auto it = std::filesystem::directory_iterator(opt_.host_root + dir, ec);
-             !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-          std::string n = it->path().filename().string();
-          if (!StartsWith(n, "nvidia") || !it->is_character_file(ec)) continue;
-          p.devices.push_back(it->path().string() + ":" + dir + "/" + n + ":rwm");
-        }
+      for (auto it = std::filesystem::directory_iterator(opt_.host_root + "/dev", ec);
+           !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        std::string n = it->path().filename().string();
+        if (!StartsWith(n, "nvidia") || !(it->is_character_file(ec) || n == "nvidia-caps")) continue;
+        p.mounts.push_back(Mount{it->path().string(), "/dev/" + n, false, ""});
       }
     }
     auto alloc = allocations.find(r.name);
@@ -716,6 +717,10 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           }
         }
       }
+    }
+    if (!p.cdi_devices.empty()) {
+      Status v = SyncCdiView(opt_.host_root, opt_.state_dir + "/cdi-view");
+      if (!v.ok()) LogWarn("kubelet: CDI view", {{"node", opt_.node_name}, {"error", v.message()}});
     }
     std::sort(p.cdi_devices.begin(), p.cdi_devices.end());
     p.cdi_devices.erase(std::unique(p.cdi_devices.begin(), p.cdi_devices.end()), p.cdi_devices.end());
@@ -1242,9 +1247,12 @@ Result<std::unique_ptr<Kubelet>> Kubelet::Start(KubeletOptions options, kube::Cl
   po.netns = options.netns;
   po.host_root = options.host_root;
   po.state_dir = options.state_dir + "/podman";
-  po.node_binds = {{options.host_root + "/etc/cdi", "/etc/cdi"},
-                   {options.host_root + "/var/run/cdi", "/var/run/cdi"},
-                   {options.host_root + "/usr/local/nvidia", "/usr/local/nvidia"}};
+  // podman reads the node's CDI specs, translated (cdi_view.h), from /etc/cdi;
+  // its /var/run/cdi is empty so the machine's own specs stay out.
+  po.node_binds = {{options.state_dir + "/cdi-view", "/etc/cdi"},
+                   {options.state_dir + "/cdi-empty", "/var/run/cdi"}};
+  GPUOP_RETURN_IF_ERROR(MakeDirs(options.state_dir + "/cdi-view"));
+  GPUOP_RETURN_IF_ERROR(MakeDirs(options.state_dir + "/cdi-empty"));
   auto podman = Podman::Create(po);
   if (!podman.ok()) return podman.status();
   auto impl = std::make_unique<Impl>(std::move(options), client, std::move(podman).value());

@@ -283,6 +283,7 @@ int Run(const ClusterFlags& f) {
   spec.dir = AbsDir(f.dir);
   spec.nodes = *nodes;
   spec.nvml_sim = sim::NvmlSimBesideExecutable();
+  spec.cuda_sim = sim::CudaSimBesideExecutable();
   std::stop_source stop;
   std::jthread waiter([&stop, &stop_signals] {
     int sig = 0;
