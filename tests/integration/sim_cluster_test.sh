@@ -102,23 +102,11 @@ yaml.safe_dump(cp, open(sys.argv[2], "w"))
 EOF
 wait_for 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
 k apply -f "$dir/cp.yaml" >/dev/null
-cp_ready() { [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.status.state}') == ready ]]; }
-wait_for 240 "ClusterPolicy ready" cp_ready || k get clusterpolicy cluster-policy -o yaml >&2
+ready_check="$(dirname "$0")/sim_cluster_ready.py"
+wait_for 240 "the stack ready on both GPU nodes" python3 "$ready_check" || python3 "$ready_check" || true
 k get pods -n gpu-operator -o wide
 
 echo "--- what the stack made of the nodes"
-python3 - <<'EOF' || fail "DaemonSets ready, not on the CPU node"
-import json, subprocess
-ds = json.loads(subprocess.check_output(["kubectl", "get", "ds", "-n", "gpu-operator", "-o", "json"]))
-assert ds["items"], "no DaemonSets"
-for d in ds["items"]:
-    s = d["status"]
-    assert s["desiredNumberScheduled"] >= 1 and s["numberReady"] == s["desiredNumberScheduled"], (d["metadata"]["name"], s)
-pods = json.loads(subprocess.check_output(["kubectl", "get", "pods", "-n", "gpu-operator", "-o", "json"]))
-on_cpu = [p["metadata"]["name"] for p in pods["items"] if p["spec"].get("nodeName") == "cpu"
-          and not p["metadata"]["name"].startswith("gpuop-node-discovery")]
-assert not on_cpu, on_cpu
-EOF
 alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
 [[ $(alloc dgx-h100) == 8 ]] || fail "dgx-h100 allocatable nvidia.com/gpu: $(alloc dgx-h100)"
 [[ $(alloc l40s-4) == 4 ]] || fail "l40s-4 allocatable nvidia.com/gpu: $(alloc l40s-4)"
@@ -126,7 +114,7 @@ alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
 for n in dgx-h100 l40s-4; do
   [[ -n $(k get node "$n" -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.product}') ]] ||
     fail "$n has no nvidia.com/gpu.product label (gfd)"
-  ls "$dir/nodes/$n/root/var/run/cdi/"*.yaml "$dir/nodes/$n/root/etc/cdi/"*.yaml 2>/dev/null | grep -q . ||
+  compgen -G "$dir/nodes/$n/root/var/run/cdi/*.yaml" >/dev/null ||
     fail "$n has no CDI spec written by the toolkit"
 done
 curl -sf "http://$h100_ip:9400/metrics" > "$dir/metrics.txt" || fail "exporter at $h100_ip:9400"
@@ -213,9 +201,18 @@ k apply -f "$dir/bad.yaml" >/dev/null
 wait_for 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
 wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
 
-echo "--- down"
+echo "--- the operator as an in-cluster Deployment"
+# It takes over from the local process (leader election) and acts through
+# its service account: disabling the exporter removes its DaemonSet.
 kill "$op_pid" && wait "$op_pid" 2>/dev/null || true
 op_pid=""
+sed "s|IMAGE|ghcr.io/gpuop/gpuop:$version|" "$src_dir/tests/fixtures/simcluster/operator-deployment.yaml" |
+  k apply -f - >/dev/null
+wait_for 120 "the operator Deployment available" bash -c "[[ \$(kubectl get deploy gpu-operator -n gpu-operator -o jsonpath='{.status.availableReplicas}') == 1 ]]"
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}' >/dev/null
+wait_for 120 "the in-cluster operator removing the exporter DaemonSet" bash -c "! kubectl get ds nvidia-dcgm-exporter -n gpu-operator"
+
+echo "--- down"
 key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
 "$gpuop" sim cluster down --dir "$dir"
 left=$(podman ps -a --filter "label=gpuop.sim/cluster=$key" --format '{{.Names}}')
