@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "cli/cli.h"
 #include "validator/metrics.h"
+#include "validator/checks.h"
 #include "validator/options.h"
 #include "validator/validator.h"
 
@@ -41,6 +42,7 @@ struct ValidatorFlags {
   std::string namespace_;
   std::string require_cuda;
   bool cleanup = false;
+  bool probe = false;
   KubeFlags kube;
 };
 
@@ -93,6 +95,16 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
   if (!f.namespace_.empty()) o.namespace_ = f.namespace_;
   if (!f.require_cuda.empty()) o.require_cuda = f.require_cuda;
 
+  if (f.probe) {
+    // The main container's readiness probe: the driver check again, files untouched.
+    auto d = validator::CheckDriver(o);
+    if (!d.ok()) {
+      std::fprintf(stderr, "driver validation failed: %s\n", d.status().message().c_str());
+      return kExitFailure;
+    }
+    std::printf("driver %s: %u GPUs\n", d->driver_version.c_str(), d->gpus);
+    return kExitOk;
+  }
   if (f.cleanup) {
     if (Status s = validator::Cleanup(o.OutputDir()); !s.ok()) return Fail(s);
     LogInfo("validation files removed", {{"dir", o.OutputDir()}});
@@ -177,6 +189,9 @@ void AddValidatorFlags(CLI::App* cmd, ValidatorFlags* f, bool with_component) {
                     "/run/nvidia/driver)");
     cmd->add_option("--require-cuda", f->require_cuda,
                     "CUDA version X.Y the workload must get (env GPUOP_VALIDATOR_REQUIRE_CUDA)");
+    cmd->add_flag("--probe", f->probe,
+                  "Check the driver once, write nothing, exit 1 with the reason when it fails "
+                  "(the main container's readiness probe: a driver lost later unreadies the node)");
     cmd->add_flag("--cleanup", f->cleanup,
                   "Remove the *-ready files and exit (the main container's preStop)");
   }

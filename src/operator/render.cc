@@ -662,6 +662,14 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
       {"preStop",
        {{"exec",
          {{"command", {"gpuop", "--host-root", kContainerHostRoot, "validator", "--cleanup"}}}}}}};
+  // Beyond NVIDIA, whose validator checks once: the driver is checked again
+  // while the node runs, so a driver lost later shows as a validator that is
+  // not Ready (and a ClusterPolicy that names the node), and recovers alone.
+  ctr["readinessProbe"] = {
+      {"exec", {{"command", {"gpuop", "--host-root", kContainerHostRoot, "validator", "--probe"}}}},
+      {"periodSeconds", 10},
+      {"timeoutSeconds", 5},
+      {"failureThreshold", 1}};
   mounts(ctr);
   pod["containers"].push_back(std::move(ctr));
   out.push_back(

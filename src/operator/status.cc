@@ -104,6 +104,15 @@ std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
         break;
       }
     }
+    const Json& mains = At(At(pod, "status"), "containerStatuses");
+    const bool main_running = mains.is_array() && !mains.empty() &&
+                              At(At(mains[0], "state"), "running").is_object();
+    if (line.empty() && main_running && At(mains[0], "started").is_boolean() &&
+        mains[0]["started"].get<bool>()) {
+      // Validated once; its readiness probe (the driver check) fails now.
+      line = "driver validation failing (the validator's readiness probe: kubectl describe pod " +
+             kube::Name(pod) + " -n " + kube::Namespace(pod) + ")";
+    }
     if (line.empty()) {
       line = inits.is_array() && !inits.empty()
                  ? "validations passed, the validator is not ready yet"

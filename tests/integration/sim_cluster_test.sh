@@ -129,7 +129,8 @@ apiVersion: v1
 kind: Pod
 metadata: {name: two-gpus, namespace: default}
 spec:
-  restartPolicy: Never
+  # Always: the pod keeps its GPUs (and the exporter its attribution) while
+  # the container lists them again and again.
   nodeSelector: {kubernetes.io/hostname: dgx-h100}
   containers:
   - name: main
@@ -147,16 +148,30 @@ spec:
     command: [gpuop, version]
     resources: {limits: {nvidia.com/gpu: 9}}
 EOF
-# gpuop has no shell: list the GPUs, then keep running for the exporter to see the pod.
 sed -i 's|command: \[sh-less, placeholder\]|command: [gpuop, nvml, list]|' "$dir/pods.yaml"
 k apply -f "$dir/pods.yaml" >/dev/null
 phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
-wait_for 90 "two-gpus Succeeded" bash -c "[[ \$(kubectl get pod two-gpus -o jsonpath='{.status.phase}') == Succeeded ]]"
+wait_for 90 "two-gpus ran" bash -c "kubectl logs two-gpus | grep -q '^GPU '"
 k logs two-gpus > "$dir/two.log" || fail "kubectl logs two-gpus"
 [[ $(grep -c '^GPU ' "$dir/two.log") == 2 ]] || fail "the pod must see exactly 2 GPUs: $(cat "$dir/two.log")"
+# The exporter attributes exactly those GPUs to the pod (pod-resources API).
+attributed() {
+  curl -sf "http://$h100_ip:9400/metrics" | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep 'pod="two-gpus"' |
+    sed 's/.*UUID="\([^"]*\)".*/\1/' | sort | tr '\n' ' '
+}
+want=$(grep -o 'GPU-[0-9a-f-]*' "$dir/two.log" | sort | tr '\n' ' ')
+wait_for 60 "the exporter attributing the pod's 2 GPUs" bash -c "[[ \"\$(curl -sf http://$h100_ip:9400/metrics | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep -c 'pod=\"two-gpus\"')\" == 2 ]]"
+[[ "$(attributed)" == "$want" ]] || fail "exporter attribution: $(attributed) != $want"
 msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
 [[ "$msg" == *"Insufficient nvidia.com/gpu"* ]] || fail "nine-gpus: $msg"
 [[ $(phase nine-gpus) == Pending ]] || fail "nine-gpus must stay Pending"
+
+echo "--- the driver lost on a node, and back (the validator's readiness)"
+cp_message() { k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
+"$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver unload >/dev/null
+wait_for 90 "ClusterPolicy notReady naming l40s-4 and the driver" bash -c "kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state} {.status.conditions[?(@.type==\"Ready\")].message}' | grep -q 'notReady.*node l40s-4: driver validation'"
+"$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver load >/dev/null
+wait_for 90 "ClusterPolicy ready again" python3 "$ready_check"
 
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.

@@ -856,6 +856,11 @@ TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   EXPECT_EQ(
       Container(validator, "nvidia-operator-validator")["lifecycle"]["preStop"]["exec"]["command"],
       Json::array({"gpuop", "--host-root", "/host", "validator", "--cleanup"}));
+  // The driver is checked again while the node runs (a later loss unreadies it).
+  const Json& ready = Container(validator, "nvidia-operator-validator")["readinessProbe"];
+  EXPECT_EQ(ready["exec"]["command"],
+            Json::array({"gpuop", "--host-root", "/host", "validator", "--probe"}));
+  EXPECT_EQ(ready["failureThreshold"], 1);
   EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "NVIDIA_VISIBLE_DEVICES"), "all");
   EXPECT_EQ(EnvOf(Container(validator, "driver-validation"), "NVIDIA_VISIBLE_DEVICES"), "void");
   Json cp = LoadSample("clusterpolicy-minimal.yaml");

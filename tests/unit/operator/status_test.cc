@@ -136,10 +136,20 @@ TEST(StatusTest, ValidationBlockersNameTheNodeAndTheCheck) {
       ValidatorPod("h100-3", Json::array({Init("driver-validation", {{"running", Json::object()}}),
                                           Init("toolkit-validation",
                                                {{"waiting", {{"reason", "PodInitializing"}}}})}))};
+  // Validated once, then its readiness probe (the driver check) fails.
+  Json later = ValidatorPod("h100-4", Json::array({Init("driver-validation", ok)}));
+  later["metadata"]["namespace"] = "gpu-operator";
+  later["status"]["containerStatuses"] = Json::array(
+      {{{"name", "nvidia-operator-validator"}, {"ready", false}, {"started", true},
+        {"state", {{"running", {{"startedAt", "2026-12-03T00:00:00Z"}}}}}}});
+  pods.push_back(later);
   auto b = ValidationBlockers(pods);
-  ASSERT_EQ(b.size(), 2u);
+  ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], "node h100-2: cuda validation failed: driver 535.129.03 supports CUDA 12.2");
   EXPECT_EQ(b[1], "node h100-3: waiting on driver validation");
+  EXPECT_EQ(b[2],
+            "node h100-4: driver validation failing (the validator's readiness probe: kubectl "
+            "describe pod nvidia-operator-validator-h100-4 -n gpu-operator)");
 
   StatusInput in;
   in.gpu_nodes = 3;
