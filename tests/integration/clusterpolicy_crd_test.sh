@@ -23,6 +23,7 @@ crd="$repo/api/crds/nvidia.com_clusterpolicies.yaml"
 openapi="$repo/api/openapi/1.35/apis_apiextensions.k8s.io_v1.json"
 fixtures="$repo/tests/fixtures/clusterpolicy"
 valid=("$repo/deploy/samples/clusterpolicy.yaml" "$repo/deploy/samples/clusterpolicy-minimal.yaml"
+  "$repo/deploy/samples/clusterpolicy-host-driver.yaml"
   "$fixtures"/*.yaml)
 invalid=("$fixtures"/invalid/*.yaml)
 gpuop="$build_dir/bin/gpuop"

@@ -94,14 +94,8 @@ k apply -f "$dir/ns.yaml" >/dev/null
 GPUOP_IMAGE="ghcr.io/gpuop/gpuop:$version" OPERATOR_NAMESPACE=gpu-operator \
   "$gpuop" operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 op_pid=$!
-python3 - "$src_dir/deploy/samples/clusterpolicy.yaml" "$dir/cp.yaml" <<'EOF'
-import sys, yaml
-cp = yaml.safe_load(open(sys.argv[1]))
-cp["spec"]["driver"]["enabled"] = False
-yaml.safe_dump(cp, open(sys.argv[2], "w"))
-EOF
 wait_for 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
-k apply -f "$dir/cp.yaml" >/dev/null
+k apply -f "$src_dir/deploy/samples/clusterpolicy-host-driver.yaml" >/dev/null
 ready_check="$(dirname "$0")/sim_cluster_ready.py"
 wait_for 240 "the stack ready on both GPU nodes" python3 "$ready_check" || python3 "$ready_check" || true
 k get pods -n gpu-operator -o wide
@@ -167,7 +161,6 @@ msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodSchedul
 [[ $(phase nine-gpus) == Pending ]] || fail "nine-gpus must stay Pending"
 
 echo "--- the driver lost on a node, and back (the validator's readiness)"
-cp_message() { k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver unload >/dev/null
 wait_for 90 "ClusterPolicy notReady naming l40s-4 and the driver" bash -c "kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state} {.status.conditions[?(@.type==\"Ready\")].message}' | grep -q 'notReady.*node l40s-4: driver validation'"
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver load >/dev/null
