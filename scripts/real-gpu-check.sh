@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs gpuop against a real NVIDIA driver: builds, then `gpuop nvml list`,
-# `gpuop nvml info --json` and one telemetry read. Exits non-zero on any NVML
-# error. Read-only: it never changes a GPU setting (no MIG mode, clocks, resets).
+# `gpuop nvml info --json`, one telemetry read and the validator's CUDA check
+# once (`gpuop cuda vector-add`: context, PTX module, kernel launch, result
+# checked). Exits non-zero on any NVML or CUDA error. Read-only: it never changes a GPU setting (no MIG mode, clocks, resets).
 # Record what it printed in docs/real-gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +32,5 @@ run nvidia-smi -L || true
 run "$build/bin/gpuop" nvml list
 run "$build/bin/gpuop" nvml info --json > "$out/nvml-info.json"
 run "$build/bin/gpuop" nvml telemetry
+run "$build/bin/gpuop" cuda vector-add
 echo "real-gpu-check: ok (log in $out/real-gpu.log)"
