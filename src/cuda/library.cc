@@ -4,6 +4,8 @@
 
 #include <initializer_list>
 
+#include "base/dynamic_library.h"
+
 namespace gpuop::cuda {
 namespace {
 
@@ -11,18 +13,11 @@ namespace {
 // resolved (or the preferred one) into `*symbol`.
 template <typename F>
 bool Bind(void* handle, F* fn, std::initializer_list<const char*> names, const char** symbol) {
-  *symbol = *names.begin();
-  for (const char* name : names) {
-    dlerror();
-    void* p = dlsym(handle, name);
-    if (p != nullptr) {
-      // POSIX guarantees that dlsym's data pointer converts to a function pointer.
-      *fn = reinterpret_cast<F>(p);
-      *symbol = name;
-      return true;
-    }
-  }
-  return false;
+  void* p = ResolveFirstSymbol(handle, names, symbol);
+  if (p == nullptr) return false;
+  // POSIX guarantees that dlsym's data pointer converts to a function pointer.
+  *fn = reinterpret_cast<F>(p);
+  return true;
 }
 
 }  // namespace

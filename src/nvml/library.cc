@@ -4,29 +4,16 @@
 
 #include <initializer_list>
 
+#include "base/dynamic_library.h"
+
 namespace gpuop::nvml {
 namespace {
-
-// The first of `names` the library exports, or null. `*resolved` is set to
-// the name that resolved, or to the preferred (first) name when none did.
-void* Resolve(void* handle, std::initializer_list<const char*> names, const char** resolved) {
-  *resolved = *names.begin();
-  for (const char* name : names) {
-    dlerror();
-    void* p = dlsym(handle, name);
-    if (p != nullptr) {
-      *resolved = name;
-      return p;
-    }
-  }
-  return nullptr;
-}
 
 template <typename F>
 void Bind(void* handle, Fn<F>* fn, const char* feature, std::initializer_list<const char*> names) {
   fn->feature = feature;
   // dlsym gives a data pointer; POSIX guarantees it converts to a function pointer.
-  fn->ptr = reinterpret_cast<F>(Resolve(handle, names, &fn->symbol));
+  fn->ptr = reinterpret_cast<F>(ResolveFirstSymbol(handle, names, &fn->symbol));
 }
 
 }  // namespace
