@@ -53,39 +53,6 @@ const Json& Arr(const Json& j, const char* key) {
 
 std::string ErrnoText(int e) { return std::strerror(e); }
 
-std::optional<std::string> Base64Decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t pad = 0;
-  for (char c : in) {
-    if (c == '\n' || c == '\r' || c == ' ') continue;
-    if (c == '=') {
-      ++pad;
-      continue;
-    }
-    if (pad) return std::nullopt;
-    int v = val(c);
-    if (v < 0) return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (pad > 2) return std::nullopt;
-  return out;
-}
-
 // ---- pod facts -------------------------------------------------------------
 
 std::string PodNamespace(const Json& pod) {

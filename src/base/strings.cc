@@ -94,6 +94,39 @@ std::optional<uint64_t> ParseUint(std::string_view s) {
   return v;
 }
 
+std::optional<std::string> Base64Decode(std::string_view in) {
+  auto value_of = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  bool padding = false;
+  for (char c : in) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      padding = true;
+      continue;
+    }
+    int v = value_of(c);
+    if (v < 0 || padding) return std::nullopt;  // a stray character, or data after '='
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  if (bits >= 6) return std::nullopt;  // a single dangling character
+  return out;
+}
+
 std::string_view HttpReasonPhrase(int status) {
   switch (status) {
     case 200:

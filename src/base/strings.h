@@ -19,6 +19,11 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 std::string JsonQuote(std::string_view s);
 // Strict unsigned parse of the whole string (decimal, or hex with 0x).
 std::optional<uint64_t> ParseUint(std::string_view s);
+// Standard base64 (RFC 4648, '+' and '/'), as kubeconfig *-data fields and
+// Secret data hold it. Whitespace and line breaks are skipped and padding may
+// be missing; nullopt for any other character, data after '=', or a single
+// dangling character.
+std::optional<std::string> Base64Decode(std::string_view in);
 
 // The standard reason phrase of an HTTP status ("Not Found"); "" for a code
 // without one here.

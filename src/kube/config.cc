@@ -21,42 +21,6 @@ std::string EnvOr(const char* name, std::string fallback = "") {
   return v != nullptr ? std::string(v) : std::move(fallback);
 }
 
-// Standard base64 (RFC 4648) as kubeconfig's *-data fields hold it; line
-// breaks and missing padding are tolerated like Go's decoder after kubectl's
-// own clean-up.
-std::optional<std::string> Base64Decode(std::string_view in) {
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : in) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      padding = true;
-      continue;
-    }
-    int v = value_of(c);
-    if (v < 0 || padding) return std::nullopt;  // a stray character, or data after '='
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a single dangling character
-  return out;
-}
-
 // Relative paths in a kubeconfig are relative to the file's directory.
 std::string ResolvePath(const std::string& kubeconfig_path, const std::string& p) {
   if (p.empty() || p[0] == '/') return p;

@@ -15,5 +15,28 @@ TEST(StringsTest, HttpReasonPhrase) {
   EXPECT_EQ(HttpReasonPhrase(0), "");
 }
 
+TEST(StringsTest, Base64DecodeStandardAlphabet) {
+  EXPECT_EQ(Base64Decode("aGVsbG8="), "hello");
+  EXPECT_EQ(Base64Decode("aGk="), "hi");
+  EXPECT_EQ(Base64Decode("YQ=="), "a");
+  EXPECT_EQ(Base64Decode(""), "");
+  EXPECT_EQ(Base64Decode("+/8="), std::string("\xfb\xff"));
+}
+
+TEST(StringsTest, Base64DecodeToleratesLineBreaksAndMissingPadding) {
+  EXPECT_EQ(Base64Decode("aGVs\nbG8=\n"), "hello");
+  EXPECT_EQ(Base64Decode(" aGVs\r\n\tbG8= "), "hello");
+  EXPECT_EQ(Base64Decode("aGVsbG8"), "hello");
+  EXPECT_EQ(Base64Decode("YQ"), "a");
+}
+
+TEST(StringsTest, Base64DecodeRejectsMalformedInput) {
+  EXPECT_EQ(Base64Decode("aGVs*bG8="), std::nullopt);  // stray character
+  EXPECT_EQ(Base64Decode("aGVsbG8-"), std::nullopt);   // URL-safe alphabet is not standard
+  EXPECT_EQ(Base64Decode("aGk=aGk="), std::nullopt);   // data after padding
+  EXPECT_EQ(Base64Decode("aGVsbG8=x"), std::nullopt);
+  EXPECT_EQ(Base64Decode("aGVsb"), std::nullopt);  // one dangling character
+}
+
 }  // namespace
 }  // namespace gpuop
