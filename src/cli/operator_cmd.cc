@@ -33,6 +33,7 @@ struct OperatorFlags {
   std::string driver_image;
   bool install_crd = true;
   std::string node_discovery = "auto";
+  bool validation_taint = false;
 };
 
 int Fail(const Status& s) {
@@ -50,6 +51,7 @@ int RunOperator(const OperatorFlags& f) {
   options.env.namespace_ = f.namespace_;
   options.env.gpuop_image = f.gpuop_image;
   options.env.driver_image_fallback = f.driver_image;
+  options.env.validation_taint = f.validation_taint;
   options.env.node_discovery = f.node_discovery == "true"    ? op::NodeDiscovery::kAlways
                                : f.node_discovery == "false" ? op::NodeDiscovery::kNever
                                                              : op::NodeDiscovery::kAuto;
@@ -154,6 +156,11 @@ void RegisterOperatorCommand(CLI::App& app, const GlobalOptions&, Action* action
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->envname("GPUOP_NODE_DISCOVERY")
       ->capture_default_str();
+  cmd->add_flag("--validation-taint", f->validation_taint,
+                "Keep GPU workloads off a GPU node until its validations pass: taint it "
+                "gpuop.io/validation-pending:NoSchedule until its validator is Ready, and again "
+                "when a validation fails later (beyond NVIDIA; docs/validator.md)")
+      ->envname("GPUOP_VALIDATION_TAINT");
   cmd->add_flag("--install-crd,!--no-install-crd", f->install_crd,
                 "Create or upgrade the ClusterPolicy CRD at start (default on)");
   cmd->callback([f, action] { *action = [f] { return RunOperator(*f); }; });

@@ -93,6 +93,28 @@ LabelChanges PlanNodeLabels(const Labels& labels, const Policy* policy) {
   return changes;
 }
 
+bool WantValidationTaint(bool enabled, bool policy_active, bool gpu_node_with_operands,
+                         bool validator_ready) {
+  return enabled && policy_active && gpu_node_with_operands && !validator_ready;
+}
+
+std::optional<nlohmann::json> TaintsWithValidation(const nlohmann::json& taints, bool want) {
+  nlohmann::json out = nlohmann::json::array();
+  bool has = false;
+  if (taints.is_array()) {
+    for (const auto& t : taints) {
+      if (t.is_object() && t.value("key", "") == kValidationTaintKey) {
+        has = true;
+        if (!want) continue;
+      }
+      out.push_back(t);
+    }
+  }
+  if (has == want) return std::nullopt;
+  if (want) out.push_back({{"key", kValidationTaintKey}, {"effect", "NoSchedule"}});
+  return out;
+}
+
 nlohmann::json LabelPatch(const LabelChanges& changes) {
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [key, value] : changes) {

@@ -52,4 +52,21 @@ LabelChanges PlanNodeLabels(const Labels& labels, const Policy* policy);
 // {"metadata":{"labels":{key: value|null}}}: a JSON merge patch.
 nlohmann::json LabelPatch(const LabelChanges& changes);
 
+// Beyond NVIDIA, opt-in (OperatorEnv::validation_taint): a GPU node is tainted
+// NoSchedule with this key until its validator pod is Ready, and again when a
+// validation fails later (the validator's readiness probe re-checks the
+// driver), so GPU workloads never land on a node that cannot run them. Every
+// operand DaemonSet tolerates it. Only this key is ever added or removed: a
+// taint someone else set is never touched.
+inline constexpr const char* kValidationTaintKey = "gpuop.io/validation-pending";
+
+// Whether the node should carry the taint: the feature is on, a policy is
+// active, the node runs the operands, and its validator pod is not Ready.
+bool WantValidationTaint(bool enabled, bool policy_active, bool gpu_node_with_operands,
+                         bool validator_ready);
+
+// The node's spec.taints with the validation taint added (want) or removed;
+// nullopt when the list already is so. Other taints keep their order.
+std::optional<nlohmann::json> TaintsWithValidation(const nlohmann::json& taints, bool want);
+
 }  // namespace gpuop::op

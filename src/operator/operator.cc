@@ -48,7 +48,12 @@ void KeepNodeMetadata(Json& node) {
       if (!nfd.empty()) meta["annotations"] = std::move(nfd);
     }
   }
-  node = Json{{"metadata", std::move(meta)}};
+  Json out{{"metadata", std::move(meta)}};
+  // Taints: the validation taint is decided against them (node_labels.h).
+  if (node.contains("spec") && node["spec"].is_object() && node["spec"].contains("taints")) {
+    out["spec"] = Json{{"taints", std::move(node["spec"]["taints"])}};
+  }
+  node = std::move(out);
 }
 
 bool HasNfdAnnotations(const Json& node) {
@@ -183,6 +188,13 @@ Status Operator::Setup() {
   policy_controller_->Watch(*policies_, policy_key);
   for (kube::Informer* inf : owned_) policy_controller_->Watch(*inf, policy_key);
   policy_controller_->Watch(*validator_pods_, policy_key);
+  if (options_.env.validation_taint) {
+    // A validator turning Ready (or not) decides its node's taint.
+    node_controller_->Watch(*validator_pods_, [](const Json& pod) {
+      std::string node = kube::PodNodeName(pod);
+      return node.empty() ? std::vector<std::string>{} : std::vector<std::string>{node};
+    });
+  }
   policy_controller_->RequireSynced(*nodes_);
 
   // Nodes: the policy cares for the set of GPU nodes and their OSes; the node
@@ -196,7 +208,10 @@ Status Operator::Setup() {
     if (PolicyRelevantNodeState(*old) != PolicyRelevantNodeState(*n)) {
       policy_controller_->Enqueue(kPolicyKey);
     }
-    if (kube::Labels(*old) != kube::Labels(*n)) node_controller_->Enqueue(kube::Name(*n));
+    if (kube::Labels(*old) != kube::Labels(*n) ||
+        (options_.env.validation_taint && old->value("spec", Json()) != n->value("spec", Json()))) {
+      node_controller_->Enqueue(kube::Name(*n));
+    }
   };
   node_events.on_delete = [this](const kube::ObjectPtr& n) {
     if (!PolicyRelevantNodeState(*n).empty()) policy_controller_->Enqueue(kPolicyKey);
@@ -268,6 +283,10 @@ kube::ReconcileResult Operator::ReconcileNode(const std::string& name) {
     // until it is fixed (its status says why).
     return kube::ReconcileResult::Ok();
   }
+  // Also when the feature is off: a taint an earlier run set goes.
+  if (Status s = SyncValidationTaint(*node, policy != nullptr); !s.ok()) {
+    return kube::ReconcileResult::Error(s);
+  }
   LabelChanges changes = PlanNodeLabels(kube::Labels(*node), policy.get());
   if (changes.empty()) return kube::ReconcileResult::Ok();
   auto patched = client_.Patch(res::kNodes, "", name, kube::PatchType::kMerge, LabelPatch(changes));
@@ -277,6 +296,38 @@ kube::ReconcileResult Operator::ReconcileNode(const std::string& name) {
   }
   metrics_.node_label_patches_total++;
   return kube::ReconcileResult::Ok();
+}
+
+Status Operator::SyncValidationTaint(const Json& node, bool policy_active) {
+  const std::string name = kube::Name(node);
+  const Json* spec = node.contains("spec") ? &node["spec"] : nullptr;
+  const Json taints = spec && spec->contains("taints") ? (*spec)["taints"] : Json::array();
+  bool ready = false;
+  if (options_.env.validation_taint) {
+    for (const kube::ObjectPtr& pod : validator_pods_->List()) {
+      if (kube::PodNodeName(*pod) == name && !kube::IsBeingDeleted(*pod) && kube::IsPodReady(*pod)) {
+        ready = true;
+        break;
+      }
+    }
+  }
+  bool want = WantValidationTaint(options_.env.validation_taint, policy_active,
+                                  NeedsOperands(kube::Labels(node)), ready);
+  auto updated = TaintsWithValidation(taints, want);
+  if (!updated) return Status::Ok();
+  // The whole list, conditional on the version read: a taint another client
+  // adds meanwhile makes this a conflict (retried), never a lost write.
+  Json patch{{"metadata", {{"resourceVersion", node["metadata"].value("resourceVersion", "")}}},
+             {"spec", {{"taints", *updated}}}};
+  auto r = client_.Patch(res::kNodes, "", name, kube::PatchType::kMerge, patch);
+  if (!r.ok() && !kube::IsNotFound(r.status())) {
+    return r.status().Annotate(std::string(want ? "tainting" : "untainting") + " node " + name);
+  }
+  if (r.ok()) {
+    LogInfo(want ? "node tainted until its validations pass" : "node validated: taint removed",
+            {{"node", name}, {"taint", kValidationTaintKey}});
+  }
+  return Status::Ok();
 }
 
 Status Operator::SyncPsaLabels(const std::map<std::string, std::string>& wanted) {

@@ -81,6 +81,8 @@ class Operator {
   kube::ReconcileResult ReconcileNode(const std::string& name);
   // Applies the namespace's pod-security labels as kPsaFieldManager (none:
   // removes those gpuop set); writes only when something differs.
+  // The opt-in validation taint of one node (node_labels.h).
+  Status SyncValidationTaint(const Json& node, bool policy_active);
   Status SyncPsaLabels(const std::map<std::string, std::string>& wanted);
   Status Cleanup();
   Status EnsureCrd();

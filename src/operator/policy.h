@@ -62,6 +62,9 @@ struct OperatorEnv {
   std::string gpuop_image;            // e.g. ghcr.io/gpuop/gpuop:0.1.0 (GPUOP_IMAGE)
   std::string driver_image_fallback;  // DRIVER_IMAGE, when the spec names none
   NodeDiscovery node_discovery = NodeDiscovery::kAuto;  // --node-discovery
+  // Beyond NVIDIA (opt-in, --validation-taint): GPU nodes carry
+  // kValidationTaintKey until their validator is Ready (node_labels.h).
+  bool validation_taint = false;
 };
 
 struct ComponentSpec {

@@ -362,9 +362,14 @@ Json DefaultTolerations() {
 Json BasePodSpec(const RenderInput& in, const ComponentSpec& spec, bool gpu_consumer,
                  const std::vector<std::string>& extra_pull_secrets = {}) {
   const Policy& p = in.policy;
+  Json tolerations = p.daemonsets.tolerations_set ? p.daemonsets.tolerations : DefaultTolerations();
+  // The operands are what validates a node: they run under its validation taint.
+  if (in.env.validation_taint) {
+    tolerations.push_back(
+        Json{{"key", kValidationTaintKey}, {"operator", "Exists"}, {"effect", "NoSchedule"}});
+  }
   Json s{{"serviceAccountName", ComponentDaemonSetName(spec.component)},
-         {"tolerations",
-          p.daemonsets.tolerations_set ? p.daemonsets.tolerations : DefaultTolerations()},
+         {"tolerations", std::move(tolerations)},
          {"containers", Json::array()},
          {"initContainers", Json::array()},
          {"volumes", Json::array()}};

@@ -91,7 +91,8 @@ kind: Namespace
 metadata: {name: gpu-operator}
 EOF
 k apply -f "$dir/ns.yaml" >/dev/null
-GPUOP_IMAGE="ghcr.io/gpuop/gpuop:$version" OPERATOR_NAMESPACE=gpu-operator \
+# With the opt-in validation taint: GPU nodes take no GPU workload until validated.
+GPUOP_IMAGE="ghcr.io/gpuop/gpuop:$version" OPERATOR_NAMESPACE=gpu-operator GPUOP_VALIDATION_TAINT=true \
   "$gpuop" operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 op_pid=$!
 wait_for 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
@@ -101,6 +102,9 @@ wait_for 240 "the stack ready on both GPU nodes" python3 "$ready_check" || pytho
 k get pods -n gpu-operator -o wide
 
 echo "--- what the stack made of the nodes"
+for n in dgx-h100 l40s-4; do
+  wait_for 60 "$n validated and untainted" bash -c "! kubectl get node $n -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+done
 alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
 [[ $(alloc dgx-h100) == 8 ]] || fail "dgx-h100 allocatable nvidia.com/gpu: $(alloc dgx-h100)"
 [[ $(alloc l40s-4) == 4 ]] || fail "l40s-4 allocatable nvidia.com/gpu: $(alloc l40s-4)"
@@ -163,8 +167,23 @@ msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodSchedul
 echo "--- the driver lost on a node, and back (the validator's readiness)"
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver unload >/dev/null
 wait_for 90 "ClusterPolicy notReady naming l40s-4 and the driver" bash -c "kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state} {.status.conditions[?(@.type==\"Ready\")].message}' | grep -q 'notReady.*node l40s-4: driver validation'"
+wait_for 60 "l40s-4 tainted gpuop.io/validation-pending" bash -c "kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+cat > "$dir/one.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: one-gpu-l40s, namespace: default}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: l40s-4}
+  containers:
+  - {name: main, image: "ghcr.io/gpuop/gpuop:$version", command: [gpuop, nvml, list], resources: {limits: {nvidia.com/gpu: 1}}}
+EOF
+k apply -f "$dir/one.yaml" >/dev/null
+wait_for 60 "a GPU pod kept off the tainted node" bash -c "kubectl get pod one-gpu-l40s -o jsonpath='{.status.conditions[?(@.type==\"PodScheduled\")].message}' | grep -q 'untolerated taint'"
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver load >/dev/null
 wait_for 90 "ClusterPolicy ready again" python3 "$ready_check"
+wait_for 60 "l40s-4 untainted again" bash -c "! kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+wait_for 90 "the GPU pod ran on l40s-4 once validated" bash -c "[[ \$(kubectl get pod one-gpu-l40s -o jsonpath='{.status.phase}') == Succeeded ]]"
 
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.

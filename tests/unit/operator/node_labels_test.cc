@@ -28,6 +28,27 @@ const Labels kH100 = {{"feature.node.kubernetes.io/pci-10de.present", "true"},
                       {"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
                       {"kubernetes.io/hostname", "gpu-1"}};
 
+TEST(NodeLabelsTest, ValidationTaintOnlyWhereWantedAndOnlyOurs) {
+  EXPECT_TRUE(WantValidationTaint(true, true, true, false));
+  EXPECT_FALSE(WantValidationTaint(false, true, true, false));  // off
+  EXPECT_FALSE(WantValidationTaint(true, false, true, false));  // no policy
+  EXPECT_FALSE(WantValidationTaint(true, true, false, false));  // no operands here
+  EXPECT_FALSE(WantValidationTaint(true, true, true, true));    // validated
+
+  const nlohmann::json admin = {{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}};
+  const nlohmann::json ours = {{"key", kValidationTaintKey}, {"effect", "NoSchedule"}};
+  auto added = TaintsWithValidation(nlohmann::json::array({admin}), true);
+  ASSERT_TRUE(added.has_value());
+  EXPECT_EQ(*added, nlohmann::json::array({admin, ours}));
+  EXPECT_FALSE(TaintsWithValidation(*added, true).has_value());  // already there
+  auto removed = TaintsWithValidation(*added, false);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(*removed, nlohmann::json::array({admin}));  // the admin's stays
+  EXPECT_FALSE(TaintsWithValidation(nlohmann::json::array({admin}), false).has_value());
+  EXPECT_FALSE(TaintsWithValidation(nlohmann::json(), false).has_value());
+  EXPECT_EQ(*TaintsWithValidation(nlohmann::json(), true), nlohmann::json::array({ours}));
+}
+
 TEST(NodeLabelsTest, GpuNodeGetsPresentAndDeployLabels) {
   Policy p = DefaultPolicy();
   LabelChanges c = PlanNodeLabels(kH100, &p);

@@ -807,6 +807,30 @@ TEST(RenderTest, DriverImageTagRule) {
   EXPECT_EQ(NodeOsRelease({}), OsRelease{});
 }
 
+TEST(RenderTest, ValidationTaintIsToleratedByEveryOperandOnlyWhenOn) {
+  const Json taint = Json::parse(
+      R"({"key":"gpuop.io/validation-pending","operator":"Exists","effect":"NoSchedule"})");
+  Rendering off = Minimal();
+  Rendering on = Minimal();
+  on.env.validation_taint = true;
+  size_t daemonsets = 0;
+  for (Component c : kAllComponents) {
+    for (const RenderedObject& r : on.Of(c)) {
+      if (r.object.value("kind", "") != "DaemonSet") continue;
+      ++daemonsets;
+      const Json& tolerations = PodSpec(r.object)["tolerations"];
+      EXPECT_NE(std::find(tolerations.begin(), tolerations.end(), taint), tolerations.end())
+          << r.object["metadata"]["name"];
+    }
+    for (const RenderedObject& r : off.Of(c)) {
+      if (r.object.value("kind", "") != "DaemonSet") continue;
+      const Json& tolerations = PodSpec(r.object)["tolerations"];
+      EXPECT_EQ(std::find(tolerations.begin(), tolerations.end(), taint), tolerations.end());
+    }
+  }
+  EXPECT_GE(daemonsets, 5u);
+}
+
 TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   Rendering m = Minimal();
   EXPECT_THAT(m.Of(Component::kDriver), IsEmpty());
