@@ -263,6 +263,46 @@ CUresult CurrentContext(Driver& d, CUctx_st** out) {
   return CUDA_SUCCESS;
 }
 
+// The prologue of the exported functions, outermost first: Locked runs `f(d)`
+// under the driver's mutex with exceptions caught; WithSession first answers
+// CUDA_ERROR_NOT_INITIALIZED before cuInit; WithDevice then resolves `dev`
+// (CUDA_ERROR_INVALID_DEVICE) and runs `f(d, gpu)`; WithContext instead
+// checks the calling thread's context (CurrentContext) and runs `f(d, ctx)`.
+template <typename F>
+CUresult Locked(F&& f) noexcept {
+  return Guard([&]() -> CUresult {
+    Driver& d = Drv();
+    std::lock_guard<std::mutex> l(d.mu);
+    return f(d);
+  });
+}
+
+template <typename F>
+CUresult WithSession(F&& f) noexcept {
+  return Locked([&](Driver& d) -> CUresult {
+    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+    return f(d);
+  });
+}
+
+template <typename F>
+CUresult WithDevice(CUdevice dev, F&& f) noexcept {
+  return WithSession([&](Driver& d) -> CUresult {
+    unsigned gpu = 0;
+    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+    return f(d, gpu);
+  });
+}
+
+template <typename F>
+CUresult WithContext(F&& f) noexcept {
+  return Locked([&](Driver& d) -> CUresult {
+    CUctx_st* ctx = nullptr;
+    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+    return f(d, ctx);
+  });
+}
+
 // Runs `fn` on the shared state; failures are logged, not returned: the
 // telemetry is a side effect, the CUDA call itself succeeded.
 template <typename F>
@@ -639,10 +679,7 @@ CUresult cuGetErrorString(CUresult error, const char** pStr) {
 // ---- Devices ---------------------------------------------------------------------
 
 CUresult cuDeviceGetCount(int* count) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+  return WithSession([&](Driver& d) -> CUresult {
     if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *count = static_cast<int>(d.session->devices.size());
     return CUDA_SUCCESS;
@@ -650,10 +687,7 @@ CUresult cuDeviceGetCount(int* count) {
 }
 
 CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+  return WithSession([&](Driver& d) -> CUresult {
     if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
     unsigned gpu = 0;
     if (CUresult r = ResolveDevice(d, ordinal, &gpu); r != CUDA_SUCCESS) return r;
@@ -663,12 +697,7 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     std::snprintf(name, static_cast<size_t>(len), "%s",
                   d.session->machine().gpus[gpu].model.name.c_str());
@@ -677,12 +706,7 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const std::string& text = d.session->machine().gpus[gpu].uuid;  // "GPU-xxxxxxxx-..."
     unsigned char bytes[16];
@@ -697,12 +721,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
 CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *bytes = static_cast<size_t>(d.session->machine().gpus[gpu].model.memory_mib) << 20;
     return CUDA_SUCCESS;
@@ -710,12 +729,7 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 }
 
 CUresult cuDeviceGetAttribute(int* pi, int attrib, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const auto& model = d.session->machine().gpus[gpu].model;
     switch (attrib) {
@@ -740,12 +754,7 @@ CUresult cuDeviceGetAttribute(int* pi, int attrib, CUdevice dev) {
 // ---- Contexts --------------------------------------------------------------------
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
     CUctx_st* ctx = nullptr;
     for (auto& c : d.contexts) {
@@ -775,12 +784,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
-    unsigned gpu = 0;
-    if (CUresult r = ResolveDevice(d, dev, &gpu); r != CUDA_SUCCESS) return r;
+  return WithDevice(dev, [&](Driver& d, unsigned gpu) -> CUresult {
     for (auto& c : d.contexts) {
       if (c->generation != d.session->generation || c->ordinal != dev || c->retains <= 0) continue;
       if (--c->retains > 0) return CUDA_SUCCESS;
@@ -795,10 +799,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+  return WithSession([&](Driver& d) -> CUresult {
     if (ctx == nullptr) {
       tls_current = nullptr;
       return CUDA_SUCCESS;
@@ -814,22 +815,14 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult cuCtxSynchronize(void) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    return CurrentContext(d, &ctx);  // kernels ran at launch; what is left is their error
-  });
+  // Kernels ran at launch; what is left is their error.
+  return WithContext([](Driver&, CUctx_st*) -> CUresult { return CUDA_SUCCESS; });
 }
 
 // ---- Modules ---------------------------------------------------------------------
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st* ctx) -> CUresult {
     if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const char* text = static_cast<const char*>(image);
     if (std::strncmp(text,
@@ -866,10 +859,7 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 }
 
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+  return WithSession([&](Driver& d) -> CUresult {
     if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
     bool known = std::any_of(d.modules.begin(), d.modules.end(),
                              [&](const auto& m) { return m.get() == hmod; });
@@ -885,10 +875,7 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
 }
 
 CUresult cuModuleUnload(CUmodule hmod) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    if (CUresult r = RequireSession(d); r != CUDA_SUCCESS) return r;
+  return WithSession([&](Driver& d) -> CUresult {
     bool known = std::any_of(d.modules.begin(), d.modules.end(),
                              [&](const auto& m) { return m.get() == hmod; });
     if (!known || !hmod->loaded) return CUDA_ERROR_INVALID_HANDLE;
@@ -900,11 +887,7 @@ CUresult cuModuleUnload(CUmodule hmod) {
 // ---- Memory ----------------------------------------------------------------------
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st* ctx) -> CUresult {
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     const uint64_t device_bytes = d.session->machine().gpus[ctx->gpu].model.memory_mib << 20;
     if (bytesize > device_bytes - std::min(device_bytes, ctx->used_bytes) ||
@@ -926,11 +909,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st* ctx) -> CUresult {
     auto it = d.allocations.find(dptr);
     if (it == d.allocations.end() || it->second.ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
     d.allocated_bytes -= it->second.size;
@@ -941,11 +920,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st*) -> CUresult {
     if (ByteCount == 0) return CUDA_SUCCESS;
     Allocation* a = FindRange(d, dstDevice, ByteCount);
     if (a == nullptr || srcHost == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -957,11 +932,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost, size_t Byte
 }
 
 CUresult cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st*) -> CUresult {
     if (ByteCount == 0) return CUDA_SUCCESS;
     Allocation* a = FindRange(d, srcDevice, ByteCount);
     if (a == nullptr || dstHost == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -978,11 +949,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                         void** kernelParams, void** extra) {
-  return Guard([&]() -> CUresult {
-    Driver& d = Drv();
-    std::lock_guard<std::mutex> l(d.mu);
-    CUctx_st* ctx = nullptr;
-    if (CUresult r = CurrentContext(d, &ctx); r != CUDA_SUCCESS) return r;
+  return WithContext([&](Driver& d, CUctx_st* ctx) -> CUresult {
     bool known = false;
     for (const auto& m : d.modules) {
       for (const auto& fn : m->functions) known = known || fn.get() == f;
