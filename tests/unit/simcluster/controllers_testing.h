@@ -3,7 +3,8 @@
 // Ready condition through the status subresource), and a stand-in kubelet
 // that finishes the graceful deletion of pods (a real kubelet removes a
 // deleted pod once its containers are gone) and, when asked, reports bound
-// pods Running and Ready. Header-only.
+// pods Running and Ready; a fixture that starts the API emulator, and
+// status and pod-list checks the controller tests share. Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -164,5 +165,38 @@ inline std::vector<Json> ListPods(kube::Client& client, const std::string& ns,
   if (!list.ok()) return {};
   return list->items;
 }
+
+// Live pods (not being deleted) matching `selector`.
+inline std::vector<Json> LivePods(kube::Client& client, const std::string& ns,
+                                  const std::string& selector) {
+  std::vector<Json> out;
+  for (auto& p : ListPods(client, ns, selector)) {
+    if (!kube::IsBeingDeleted(p)) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// Whether every field of `want` equals the same field of obj's status.
+inline bool StatusHas(const Json& obj, const Json& want) {
+  Json status = obj.value("status", Json::object());
+  for (const auto& [k, v] : want.items()) {
+    if (status.value(k, Json()) != v) return false;
+  }
+  return true;
+}
+
+// A test against a fresh API emulator; subclasses call EmulatorTest::SetUp()
+// first and return if it failed.
+class EmulatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto api = ::gpuop::testing::StartApiEmulator();
+    ASSERT_TRUE(api.ok()) << api.status().ToString();
+    api_ = std::move(api).value();
+  }
+  kube::Client& client() { return *api_.client; }
+
+  ::gpuop::testing::ApiEmulator api_;
+};
 
 }  // namespace gpuop::simcluster::testing

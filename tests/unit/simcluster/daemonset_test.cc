@@ -94,12 +94,11 @@ TEST(DaemonSetCoreTest, PodForNodeCarriesAffinityTolerationsLabelsAndOwner) {
 
 // --- Against the API emulator, with the scheduler binding the pods ---
 
-class DaemonSetTest : public ::testing::Test {
+class DaemonSetTest : public testing::EmulatorTest {
  protected:
   void SetUp() override {
-    auto api = ::gpuop::testing::StartApiEmulator();
-    ASSERT_TRUE(api.ok()) << api.status().ToString();
-    api_ = std::move(api).value();
+    EmulatorTest::SetUp();
+    if (HasFatalFailure()) return;
     kubelet_ = std::make_unique<testing::FakeKubelet>(client(), /*auto_ready=*/true);
   }
   void Start() {
@@ -116,7 +115,6 @@ class DaemonSetTest : public ::testing::Test {
     scheduler_.reset();
     kubelet_.reset();
   }
-  kube::Client& client() { return *api_.client; }
   void CreateDs(const Json& ds) {
     auto created = client().Create(res::kDaemonSets, "default", ds);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
@@ -128,18 +126,14 @@ class DaemonSetTest : public ::testing::Test {
   // Live pods of the DaemonSet (not being deleted), by node.
   std::map<std::string, Json> PodsByNode(const std::string& ds) {
     std::map<std::string, Json> out;
-    for (auto& p : testing::ListPods(client(), "default", "app=" + ds)) {
-      if (!kube::IsBeingDeleted(p)) out[DaemonPodTargetNode(p)] = p;
+    for (auto& p : testing::LivePods(client(), "default", "app=" + ds)) {
+      out[DaemonPodTargetNode(p)] = p;
     }
     return out;
   }
   int PodCount(const std::string& ds) { return testing::ListPods(client(), "default", "app=" + ds).size(); }
   bool StatusIs(const std::string& ds, const Json& want) {
-    Json status = Ds(ds).value("status", Json::object());
-    for (const auto& [k, v] : want.items()) {
-      if (status.value(k, Json()) != v) return false;
-    }
-    return true;
+    return testing::StatusHas(Ds(ds), want);
   }
   void ChangeTemplate(const std::string& ds, const std::string& value) {
     auto updated = kube::UpdateWithRetry(client(), res::kDaemonSets, "default", ds, [&](Json& d) {
@@ -152,7 +146,6 @@ class DaemonSetTest : public ::testing::Test {
     return pod["spec"]["containers"][0]["env"][0].value("value", "");
   }
 
-  ::gpuop::testing::ApiEmulator api_;
   std::unique_ptr<testing::FakeKubelet> kubelet_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<DaemonSetController> controller_;

@@ -72,12 +72,11 @@ TEST(RolloutStepTest, RecreateEmptiesOldBeforeNew) {
 
 // --- Against the API emulator ---
 
-class DeploymentTest : public ::testing::Test {
+class DeploymentTest : public testing::EmulatorTest {
  protected:
   void SetUp() override {
-    auto api = ::gpuop::testing::StartApiEmulator();
-    ASSERT_TRUE(api.ok()) << api.status().ToString();
-    api_ = std::move(api).value();
+    EmulatorTest::SetUp();
+    if (HasFatalFailure()) return;
     kubelet_ = std::make_unique<testing::FakeKubelet>(client(), /*auto_ready=*/true);
     CreateNode(client(), {"node-a", {}});
     CreateNode(client(), {"node-b", {}});
@@ -99,7 +98,6 @@ class DeploymentTest : public ::testing::Test {
     scheduler_.reset();
     kubelet_.reset();
   }
-  kube::Client& client() { return *api_.client; }
   Json Get(const std::string& name) {
     auto d = client().Get(res::kDeployments, "default", name);
     return d.ok() ? *d : Json();
@@ -109,18 +107,10 @@ class DeploymentTest : public ::testing::Test {
     return list.ok() ? list->items : std::vector<Json>{};
   }
   std::vector<Json> LivePods(const std::string& app) {
-    std::vector<Json> out;
-    for (auto& p : testing::ListPods(client(), "default", "app=" + app)) {
-      if (!kube::IsBeingDeleted(p)) out.push_back(p);
-    }
-    return out;
+    return testing::LivePods(client(), "default", "app=" + app);
   }
   bool StatusIs(const std::string& name, const Json& want) {
-    Json status = Get(name).value("status", Json::object());
-    for (const auto& [k, v] : want.items()) {
-      if (status.value(k, Json()) != v) return false;
-    }
-    return true;
+    return testing::StatusHas(Get(name), want);
   }
   bool Settled(const std::string& name, int replicas) {
     Json d = Get(name);
@@ -140,7 +130,6 @@ class DeploymentTest : public ::testing::Test {
     ASSERT_TRUE(updated.ok()) << updated.status().ToString();
   }
 
-  ::gpuop::testing::ApiEmulator api_;
   std::unique_ptr<testing::FakeKubelet> kubelet_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ReplicaSetController> rs_;

@@ -127,13 +127,8 @@ TEST(ScheduleOneTest, MessagesNameEveryReasonLikeKubeScheduler) {
 
 // --- Against the API emulator ---
 
-class SchedulerTest : public ::testing::Test {
+class SchedulerTest : public testing::EmulatorTest {
  protected:
-  void SetUp() override {
-    auto api = ::gpuop::testing::StartApiEmulator();
-    ASSERT_TRUE(api.ok()) << api.status().ToString();
-    api_ = std::move(api).value();
-  }
   void StartScheduler() {
     auto s = Scheduler::Start(client());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -142,7 +137,6 @@ class SchedulerTest : public ::testing::Test {
   }
   void TearDown() override { scheduler_.reset(); }
 
-  kube::Client& client() { return *api_.client; }
   Json Pod(const std::string& name) {
     auto p = client().Get(res::kPods, "default", name);
     return p.ok() ? *p : Json();
@@ -174,7 +168,6 @@ class SchedulerTest : public ::testing::Test {
     return out;
   }
 
-  ::gpuop::testing::ApiEmulator api_;
   std::unique_ptr<Scheduler> scheduler_;
 };
 
