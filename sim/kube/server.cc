@@ -169,6 +169,15 @@ ApiError NotServedError() {
   return e;
 }
 
+// The body of a write that answers a Status instead of an object (a
+// deletion, a binding, an eviction); callers add code or details.
+Json SuccessStatus() {
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"metadata", Json::object()},
+          {"status", "Success"}};
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
@@ -840,12 +849,9 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     }
     auto del = store->Delete(info, t.ns, t.name, d);
     if (!del.ok()) return WriteError(res, del.error());
-    return WriteJson(res, 201,
-                     {{"kind", "Status"},
-                      {"apiVersion", "v1"},
-                      {"metadata", Json::object()},
-                      {"status", "Success"},
-                      {"code", 201}});
+    Json status = SuccessStatus();
+    status["code"] = 201;
+    return WriteJson(res, 201, status);
   }
 
   if (t.subresource == "binding") {
@@ -853,12 +859,9 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     if (!body.ok()) return WriteError(res, body.error());
     auto bound = Bind(info, t, *body, dry_run);
     if (!bound.ok()) return WriteError(res, bound.error());
-    return WriteJson(res, 201,
-                     {{"kind", "Status"},
-                      {"apiVersion", "v1"},
-                      {"metadata", Json::object()},
-                      {"status", "Success"},
-                      {"code", 201}});
+    Json status = SuccessStatus();
+    status["code"] = 201;
+    return WriteJson(res, 201, status);
   }
 
   if (t.verb == "create") {
@@ -996,12 +999,9 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   std::string uid =
       deleted->object ? deleted->object->value("metadata", Json::object()).value("uid", "") : "";
   if (!uid.empty()) details["uid"] = uid;
-  WriteJson(res, 200,
-            {{"kind", "Status"},
-             {"apiVersion", "v1"},
-             {"metadata", Json::object()},
-             {"status", "Success"},
-             {"details", std::move(details)}});
+  Json status = SuccessStatus();
+  status["details"] = std::move(details);
+  WriteJson(res, 200, status);
 }
 
 namespace {
