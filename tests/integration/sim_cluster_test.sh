@@ -14,7 +14,12 @@
 #   - faults: the device plugin's container killed -> restarted and
 #     allocatable back; a toolkit pod deleted -> recreated; XID 79 on a GPU ->
 #     allocatable drops by one; a missing hostPath Directory -> FailedMount;
-#     an unknown image -> ErrImagePull; `kubectl logs` works;
+#     a missing ConfigMap key -> CreateContainerConfigError; an unknown image
+#     -> ErrImagePull; `kubectl logs` works;
+#   - the driver lost on a node: the validator unready, the ClusterPolicy
+#     naming the node, the node tainted (opt-in) so a GPU pod waits; the
+#     driver back: all ready again, the pod runs there;
+#   - the operator as an in-cluster Deployment takes over and acts;
 #   - `down` leaves no container, network namespace or bridge behind.
 # One cluster for every check (make test's time budget).
 # Usage: sim_cluster_test.sh BUILD_DIR
@@ -223,9 +228,28 @@ spec:
   nodeSelector: {kubernetes.io/hostname: cpu}
   containers:
   - {name: main, image: "registry.invalid/nothing:1"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: default}
+data: {present: "1"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bad-config, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: cpu}
+  containers:
+  - name: main
+    image: "ghcr.io/gpuop/gpuop:$version"
+    command: [gpuop, version]
+    env:
+    - name: MISSING
+      valueFrom: {configMapKeyRef: {name: settings, key: absent}}
 EOF
 k apply -f "$dir/bad.yaml" >/dev/null
 wait_for 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
+wait_for 60 "CreateContainerConfigError" bash -c "kubectl get pod bad-config -o jsonpath='{.status.containerStatuses[0].state.waiting.message}' | grep -q \"couldn't find key absent in ConfigMap default/settings\""
 wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
 
 echo "--- the operator as an in-cluster Deployment"
