@@ -32,7 +32,7 @@ run() {
   ta=$(date +%s.%N)
   local gpu_nodes
   gpu_nodes=$(tr ',' '\n' <<<"$nodes" | grep -vc '^cpu$' || true)
-  until python3 - "$gpu_nodes" <<'EOF'
+  until python3 - "$gpu_nodes" 2>/dev/null <<'EOF'
 import json, subprocess, sys
 def get(*a):
     return json.loads(subprocess.check_output(["kubectl", "get", *a, "-o", "json"], stderr=subprocess.DEVNULL))

@@ -1016,7 +1016,9 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           ContainerRun& r = mains[i];
           const Json& c = spec_of("containers", i);
           if (r.state == State::kRunning) {
-            bool exited = false;
+            // No pidfd: the process was gone before it could be opened (a
+            // container that exits at once); Inspect says so.
+            bool exited = r.pidfd < 0;
             if (r.pidfd >= 0) {
               pollfd pfd{r.pidfd, POLLIN, 0};
               exited = ::poll(&pfd, 1, 0) > 0;
