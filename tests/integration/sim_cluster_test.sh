@@ -230,6 +230,16 @@ spec:
   - {name: main, image: "registry.invalid/nothing:1"}
 ---
 apiVersion: v1
+kind: Pod
+metadata: {name: quick-exit, namespace: default}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: cpu}
+  containers:
+  # Gone within a millisecond, before the kubelet can open a pidfd on it.
+  - {name: main, image: "ghcr.io/gpuop/gpuop:$version", command: [/lib64/ld-linux-x86-64.so.2, --version]}
+---
+apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings, namespace: default}
 data: {present: "1"}
@@ -249,6 +259,7 @@ spec:
 EOF
 k apply -f "$dir/bad.yaml" >/dev/null
 wait_for 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
+wait_for 60 "a container that exits at once seen to finish" bash -c "[[ \$(kubectl get pod quick-exit -o jsonpath='{.status.phase}') == Succeeded ]]"
 wait_for 60 "CreateContainerConfigError" bash -c "kubectl get pod bad-config -o jsonpath='{.status.containerStatuses[0].state.waiting.message}' | grep -q \"couldn't find key absent in ConfigMap default/settings\""
 wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
 
