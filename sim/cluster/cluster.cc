@@ -1,6 +1,7 @@
 #include "sim/cluster/cluster.h"
 
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -12,8 +13,6 @@
 #include <random>
 #include <set>
 #include <thread>
-
-#include <yaml-cpp/yaml.h>
 
 #include "base/files.h"
 #include "base/log.h"
@@ -28,8 +27,8 @@
 #include "sim/cluster/network.h"
 #include "sim/cluster/podman.h"
 #include "sim/cluster/scheduler.h"
-#include "sim/host/host_root.h"
 #include "sim/host/elf_stub.h"
+#include "sim/host/host_root.h"
 #include "sim/kube/kubeconfig.h"
 #include "sim/kube/server.h"
 #include "sim/nvml/machine.h"
@@ -46,7 +45,8 @@ constexpr int kApiPort = 6443;
 bool ValidNodeName(const std::string& n) {
   if (n.empty() || n.size() > 40) return false;
   for (char c : n) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
       return false;
     }
   }
@@ -54,15 +54,18 @@ bool ValidNodeName(const std::string& n) {
 }
 
 Status CheckNodes(const std::vector<NodeSpec>& nodes) {
-  if (nodes.empty()) return InvalidArgument("a cluster needs at least one node (--nodes dgx-h100,cpu)");
+  if (nodes.empty())
+    return InvalidArgument("a cluster needs at least one node (--nodes dgx-h100,cpu)");
   std::set<std::string> seen;
   for (const NodeSpec& n : nodes) {
     if (!ValidNodeName(n.name)) {
-      return InvalidArgument("node name \"" + n.name +
-                             "\" is not a valid node name here: lower-case letters, digits and '-', "
-                             "at most 40 characters");
+      return InvalidArgument(
+          "node name \"" + n.name +
+          "\" is not a valid node name here: lower-case letters, digits and '-', "
+          "at most 40 characters");
     }
-    if (!seen.insert(n.name).second) return InvalidArgument("node \"" + n.name + "\" is listed twice");
+    if (!seen.insert(n.name).second)
+      return InvalidArgument("node \"" + n.name + "\" is listed twice");
     if (n.machine != "cpu") {
       auto m = sim::LoadMachine(n.machine, n.name);
       if (!m.ok()) return m.status().Annotate("node " + n.name);
@@ -86,14 +89,16 @@ Status WriteState(const std::string& dir, const Json& state) {
 // What a node's root needs besides the GPUs' files: the directories the
 // kubelet and the components use, and the OS the node runs.
 Status LayOutNodeRoot(const std::string& root, const NodeSpec& n) {
-  for (const char* d : {"/etc", "/etc/cdi", "/var/run/cdi", "/run/nvidia", "/usr/local/nvidia",
-                        "/var/lib/kubelet/device-plugins", "/var/log", "/dev/char", "/proc", "/sys"}) {
+  for (const char* d :
+       {"/etc", "/etc/cdi", "/var/run/cdi", "/run/nvidia", "/usr/local/nvidia",
+        "/var/lib/kubelet/device-plugins", "/var/log", "/dev/char", "/proc", "/sys"}) {
     GPUOP_RETURN_IF_ERROR(MakeDirs(root + d));
   }
-  std::string pretty = n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
-  return WriteFileAtomic(root + "/etc/os-release",
-                         "NAME=\"" + n.os_id + "\"\nID=" + n.os_id + "\nVERSION_ID=\"" + n.os_version +
-                             "\"\nPRETTY_NAME=\"" + pretty + "\"\n");
+  std::string pretty =
+      n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
+  return WriteFileAtomic(root + "/etc/os-release", "NAME=\"" + n.os_id + "\"\nID=" + n.os_id +
+                                                       "\nVERSION_ID=\"" + n.os_version +
+                                                       "\"\nPRETTY_NAME=\"" + pretty + "\"\n");
 }
 
 // The nodes' containers, from any run in `dir` (a podman instance without a node view).
@@ -142,18 +147,20 @@ Result<std::vector<NodeSpec>> ParseClusterFile(const std::string& path) {
   if (!docs.ok()) return docs.status().Annotate(path);
   Json doc = docs->empty() ? Json() : docs->front();
   const Json nodes = doc.is_object() && doc.contains("nodes") ? doc["nodes"] : Json();
-  if (!nodes.is_array()) return InvalidArgument(path + ": `nodes` must be a list of {name, machine}");
+  if (!nodes.is_array())
+    return InvalidArgument(path + ": `nodes` must be a list of {name, machine}");
   std::vector<NodeSpec> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Json& e = nodes[i];
     NodeSpec n;
     if (!e.is_object() || !e.contains("name") || !e.contains("machine")) {
-      return InvalidArgument(path + ": nodes[" + std::to_string(i) + "] needs `name` and `machine`");
+      return InvalidArgument(path + ": nodes[" + std::to_string(i) +
+                             "] needs `name` and `machine`");
     }
     for (auto it = e.begin(); it != e.end(); ++it) {
       if (it.key() != "name" && it.key() != "machine" && it.key() != "os" && it.key() != "kernel") {
-        return InvalidArgument(path + ": nodes[" + std::to_string(i) + "]: unknown field `" + it.key() +
-                               "` (name, machine, os, kernel)");
+        return InvalidArgument(path + ": nodes[" + std::to_string(i) + "]: unknown field `" +
+                               it.key() + "` (name, machine, os, kernel)");
       }
     }
     n.name = e["name"].get<std::string>();
@@ -206,13 +213,14 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   Json nodes_json = Json::array();
   for (const auto& n : spec.nodes) {
     const NodeNetwork* nn = net.Find(n.name);
-    nodes_json.push_back({{"name", n.name},
-                          {"machine", n.machine},
-                          {"address", nn->address},
-                          {"netns", nn->netns},
-                          {"root", dir + "/nodes/" + n.name + "/root"},
-                          {"sim_state", n.machine == "cpu" ? "" : dir + "/nodes/" + n.name + "/sim"},
-                          {"seed", n.name}});
+    nodes_json.push_back(
+        {{"name", n.name},
+         {"machine", n.machine},
+         {"address", nn->address},
+         {"netns", nn->netns},
+         {"root", dir + "/nodes/" + n.name + "/root"},
+         {"sim_state", n.machine == "cpu" ? "" : dir + "/nodes/" + n.name + "/sim"},
+         {"seed", n.name}});
   }
   state["nodes"] = nodes_json;
   GPUOP_RETURN_IF_ERROR(WriteState(dir, state));
@@ -276,8 +284,9 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
 
   // What a cluster has before anyone installs anything.
   for (const char* ns : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
-    (void)client->Create(kube::resources::kNamespaces, "",
-                         Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+    (void)client->Create(
+        kube::resources::kNamespaces, "",
+        Json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
   }
 
   auto scheduler = Scheduler::Start(*client, {});
@@ -306,7 +315,8 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     ko.api_port = kApiPort;
     ko.ca_file = dir + "/ca.crt";
     ko.token = so.token;
-    ko.os_image = n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
+    ko.os_image =
+        n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
     ko.kernel_version = n.kernel;
     auto k = Kubelet::Start(ko, client.get());
     if (!k.ok()) {
@@ -315,14 +325,14 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     }
     kubelets.push_back(std::move(k).value());
   }
-  (*server)->SetLogProvider([&kubelets, &spec](const std::string& ns, const std::string& pod,
-                                               const std::string& node, const std::string& container,
-                                               bool previous) -> Result<std::string> {
-    for (size_t i = 0; i < spec.nodes.size(); ++i) {
-      if (spec.nodes[i].name == node) return kubelets[i]->Logs(ns, pod, container, previous);
-    }
-    return NotFound("pod " + ns + "/" + pod + " is not on a node of this cluster");
-  });
+  (*server)->SetLogProvider(
+      [&kubelets, &spec](const std::string& ns, const std::string& pod, const std::string& node,
+                         const std::string& container, bool previous) -> Result<std::string> {
+        for (size_t i = 0; i < spec.nodes.size(); ++i) {
+          if (spec.nodes[i].name == node) return kubelets[i]->Logs(ns, pod, container, previous);
+        }
+        return NotFound("pod " + ns + "/" + pod + " is not on a node of this cluster");
+      });
 
   // Ready once every node reports Ready.
   for (int i = 0; i < 600 && !stop.stop_requested(); ++i) {
@@ -340,7 +350,8 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   }
   state["state"] = "ready";
   (void)WriteState(dir, state);
-  LogInfo("cluster: ready", {{"api", (*server)->url()}, {"nodes", std::to_string(spec.nodes.size())}});
+  LogInfo("cluster: ready",
+          {{"api", (*server)->url()}, {"nodes", std::to_string(spec.nodes.size())}});
 
   std::mutex m;
   std::condition_variable_any cv;

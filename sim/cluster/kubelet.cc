@@ -132,8 +132,9 @@ Status HttpProbe(const std::string& host, int port, const std::string& path, int
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
     ::close(fd);
-    return Unavailable("Get \"" + url + "\": dial tcp " + host + ":" + std::to_string(port) +
-                       ": connect: " + (err == ECONNREFUSED ? "connection refused" : std::strerror(err)));
+    return Unavailable(
+        "Get \"" + url + "\": dial tcp " + host + ":" + std::to_string(port) +
+        ": connect: " + (err == ECONNREFUSED ? "connection refused" : std::strerror(err)));
   }
   std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
                     "\r\nUser-Agent: kube-probe/1.35\r\nAccept: */*\r\nConnection: close\r\n";
@@ -206,8 +207,8 @@ bool RuntimeHandlerConfigured(const std::string& host_root, const std::string& h
   std::error_code ec;
   const std::string dir = host_root + "/etc/containerd";
   if (!std::filesystem::is_directory(dir, ec)) return false;
-  const std::vector<std::string> needles = {"runtimes." + handler + "]", "runtimes." + handler + ".",
-                                            "runtimes.\"" + handler + "\""};
+  const std::vector<std::string> needles = {
+      "runtimes." + handler + "]", "runtimes." + handler + ".", "runtimes.\"" + handler + "\""};
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file(ec) || it->path().extension() != ".toml") continue;
@@ -234,10 +235,10 @@ class Kubelet::Impl {
 
   // ---- shared with pod workers ----
   struct ContainerRun {
-    std::string name;        // spec name
+    std::string name;          // spec name
     std::string runtime_name;  // podman's name of the current run
     std::string id;
-    int restarts = 0;         // restartCount
+    int restarts = 0;  // restartCount
     int crashes_in_a_row = 0;
     enum class State { kWaiting, kRunning, kTerminated } state = State::kWaiting;
     std::string waiting_reason = "ContainerCreating", waiting_message;
@@ -265,7 +266,7 @@ class Kubelet::Impl {
     std::jthread thread;
     std::mutex mu;
     std::condition_variable cv;
-    Json pod;             // latest seen
+    Json pod;              // latest seen
     bool deleted = false;  // gone from the API
     bool notified = false;
   };
@@ -295,8 +296,9 @@ class Kubelet::Impl {
   std::map<std::string, std::vector<std::string>> log_files_;
 
   // Device manager.
-  Result<std::map<std::string, deviceplugin::ContainerAllocation>> Admit(
-      const Json& pod, const std::string& uid, std::string* reason);
+  Result<std::map<std::string, deviceplugin::ContainerAllocation>> Admit(const Json& pod,
+                                                                         const std::string& uid,
+                                                                         std::string* reason);
   void ReleaseDevices(const std::string& uid);
   void PublishPodResources();
 };
@@ -318,9 +320,8 @@ Status Kubelet::Impl::Start() {
   ctx_.get_secret = [this](const std::string& ns, const std::string& name) {
     return client_->Get(kube::resources::kSecrets, ns, name);
   };
-  ctx_.service_account_token = [this](const Json&, const std::string&, int64_t) -> Result<std::string> {
-    return opt_.token;
-  };
+  ctx_.service_account_token = [this](const Json&, const std::string&,
+                                      int64_t) -> Result<std::string> { return opt_.token; };
   GPUOP_RETURN_IF_ERROR(MakeDirs(ctx_.pods_dir));
   GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/log/pods"));
 
@@ -334,7 +335,8 @@ Status Kubelet::Impl::Start() {
   if (!dp.ok()) return dp.status().Annotate("the device plugin socket of node " + opt_.node_name);
   devices_ = std::move(dp).value();
   GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/lib/kubelet/pod-resources"));
-  auto pr = sim::FakePodResources::Start(opt_.host_root + "/var/lib/kubelet/pod-resources/kubelet.sock");
+  auto pr =
+      sim::FakePodResources::Start(opt_.host_root + "/var/lib/kubelet/pod-resources/kubelet.sock");
   if (!pr.ok()) return pr.status().Annotate("the pod-resources socket of node " + opt_.node_name);
   pod_resources_ = std::move(pr).value();
 
@@ -345,11 +347,14 @@ Status Kubelet::Impl::Start() {
                  {"kubernetes.io/arch", "amd64"},
                  {"beta.kubernetes.io/os", "linux"},
                  {"beta.kubernetes.io/arch", "amd64"}};
-  for (auto it = opt_.extra_labels.begin(); it != opt_.extra_labels.end(); ++it) labels[it.key()] = *it;
+  for (auto it = opt_.extra_labels.begin(); it != opt_.extra_labels.end(); ++it)
+    labels[it.key()] = *it;
   Json node = {{"apiVersion", "v1"},
                {"kind", "Node"},
-               {"metadata", {{"name", opt_.node_name}, {"labels", labels},
-                             {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}}}},
+               {"metadata",
+                {{"name", opt_.node_name},
+                 {"labels", labels},
+                 {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"}}}}},
                {"spec", Json::object()}};
   auto created = client_->Create(kube::resources::kNodes, "", node);
   if (!created.ok() && created.status().code() != StatusCode::kAlreadyExists) {
@@ -357,7 +362,8 @@ Status Kubelet::Impl::Start() {
   }
   // The lease namespace exists on a real cluster from the start.
   (void)client_->Create(kube::resources::kNamespaces, "",
-                        Json{{"apiVersion", "v1"}, {"kind", "Namespace"},
+                        Json{{"apiVersion", "v1"},
+                             {"kind", "Namespace"},
                              {"metadata", {{"name", "kube-node-lease"}}}});
 
   kube::InformerOptions io;
@@ -380,8 +386,11 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
   Json last_ext;
   auto last_heartbeat = Clock::time_point{};
   while (!stop.stop_requested()) {
-    Json capacity = {{"cpu", opt_.cpu}, {"memory", opt_.memory}, {"pods", opt_.pods},
-                     {"ephemeral-storage", opt_.ephemeral_storage}, {"hugepages-2Mi", "0"}};
+    Json capacity = {{"cpu", opt_.cpu},
+                     {"memory", opt_.memory},
+                     {"pods", opt_.pods},
+                     {"ephemeral-storage", opt_.ephemeral_storage},
+                     {"hugepages-2Mi", "0"}};
     Json allocatable = capacity;
     Json ext = Json::object();
     std::set<std::string> resources;
@@ -391,7 +400,8 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
     for (const std::string& r : resources) {
       auto devs = devices_->Devices(r);
       int64_t healthy = std::count_if(devs.begin(), devs.end(), [](auto& d) { return d.healthy; });
-      // A plugin whose stream ended keeps its capacity but nothing allocatable, as the kubelet does.
+      // A plugin whose stream ended keeps its capacity but nothing allocatable, as the kubelet
+      // does.
       if (!devices_->StreamOpen(r)) healthy = 0;
       capacity[r] = std::to_string(devs.size());
       allocatable[r] = std::to_string(healthy);
@@ -417,31 +427,46 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
             {"operatingSystem", "linux"},
             {"architecture", "amd64"}}},
           {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 10250}}}}},
-          {"conditions",
-           Json::array({
-               {{"type", "MemoryPressure"}, {"status", "False"}, {"reason", "KubeletHasSufficientMemory"},
-                {"message", "kubelet has sufficient memory available"}, {"lastHeartbeatTime", now}},
-               {{"type", "DiskPressure"}, {"status", "False"}, {"reason", "KubeletHasNoDiskPressure"},
-                {"message", "kubelet has no disk pressure"}, {"lastHeartbeatTime", now}},
-               {{"type", "PIDPressure"}, {"status", "False"}, {"reason", "KubeletHasSufficientPID"},
-                {"message", "kubelet has sufficient PID available"}, {"lastHeartbeatTime", now}},
-               {{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
-                {"message", "kubelet is posting ready status"}, {"lastHeartbeatTime", now}},
-           })}};
-      auto r = client_->Patch(kube::resources::kNodes, "", opt_.node_name, kube::PatchType::kStrategic,
-                              Json{{"status", status}}, kube::PatchOptions{"", false, "status"});
+          {"conditions", Json::array({
+                             {{"type", "MemoryPressure"},
+                              {"status", "False"},
+                              {"reason", "KubeletHasSufficientMemory"},
+                              {"message", "kubelet has sufficient memory available"},
+                              {"lastHeartbeatTime", now}},
+                             {{"type", "DiskPressure"},
+                              {"status", "False"},
+                              {"reason", "KubeletHasNoDiskPressure"},
+                              {"message", "kubelet has no disk pressure"},
+                              {"lastHeartbeatTime", now}},
+                             {{"type", "PIDPressure"},
+                              {"status", "False"},
+                              {"reason", "KubeletHasSufficientPID"},
+                              {"message", "kubelet has sufficient PID available"},
+                              {"lastHeartbeatTime", now}},
+                             {{"type", "Ready"},
+                              {"status", "True"},
+                              {"reason", "KubeletReady"},
+                              {"message", "kubelet is posting ready status"},
+                              {"lastHeartbeatTime", now}},
+                         })}};
+      auto r =
+          client_->Patch(kube::resources::kNodes, "", opt_.node_name, kube::PatchType::kStrategic,
+                         Json{{"status", status}}, kube::PatchOptions{"", false, "status"});
       if (r.ok()) {
         last_ext = ext;
         if (heartbeat) last_heartbeat = Clock::now();
       } else {
-        LogWarn("kubelet: node status update failed", {{"node", opt_.node_name}, {"error", r.status().message()}});
+        LogWarn("kubelet: node status update failed",
+                {{"node", opt_.node_name}, {"error", r.status().message()}});
       }
       if (heartbeat) {
         Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                       {"kind", "Lease"},
                       {"metadata", {{"name", opt_.node_name}, {"namespace", "kube-node-lease"}}},
-                      {"spec", {{"holderIdentity", opt_.node_name}, {"leaseDurationSeconds", 40},
-                                {"renewTime", NowRfc3339().substr(0, 19) + ".000000Z"}}}};
+                      {"spec",
+                       {{"holderIdentity", opt_.node_name},
+                        {"leaseDurationSeconds", 40},
+                        {"renewTime", NowRfc3339().substr(0, 19) + ".000000Z"}}}};
         (void)client_->Apply(kube::resources::kLeases, lease, "kubelet");
       }
     }
@@ -458,7 +483,8 @@ Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::
     const Json& pod, const std::string& uid, std::string* reason) {
   std::map<std::string, deviceplugin::ContainerAllocation> out;
   std::lock_guard l(mu_);
-  if (assigned_.count(uid)) {  // admitted before (a restart of the worker): ask again for the same ids
+  if (assigned_.count(
+          uid)) {  // admitted before (a restart of the worker): ask again for the same ids
     for (const auto& [container, by_res] : assigned_[uid]) {
       for (const auto& [res, ids] : by_res) {
         auto a = devices_->Allocate(res, ids);
@@ -498,9 +524,10 @@ Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::
         }
         if (static_cast<int64_t>(avail.size()) < n) {
           *reason = "UnexpectedAdmissionError";
-          return FailedPrecondition("Allocate failed due to requested number of devices unavailable for " +
-                                   res + ". Requested: " + std::to_string(n) + ", Available: " +
-                                   std::to_string(avail.size()) + ", which is unexpected");
+          return FailedPrecondition(
+              "Allocate failed due to requested number of devices unavailable for " + res +
+              ". Requested: " + std::to_string(n) + ", Available: " + std::to_string(avail.size()) +
+              ", which is unexpected");
         }
         std::vector<std::string> ids(avail.begin(), avail.begin() + n);
         auto preferred = devices_->GetPreferredAllocation(res, avail, {}, static_cast<int>(n));
@@ -542,7 +569,8 @@ void Kubelet::Impl::PublishPodResources() {
       if (names == pod_names_.end()) continue;
       for (const auto& [c, by_r] : by_c) {
         for (const auto& [r, ids] : by_r) {
-          list.push_back(kubelet::ContainerDevices{names->second.second, names->second.first, c, r, ids});
+          list.push_back(
+              kubelet::ContainerDevices{names->second.second, names->second.first, c, r, ids});
         }
       }
     }
@@ -623,7 +651,9 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   };
   make_runs("initContainers", inits);
   make_runs("containers", mains);
-  auto spec_of = [&](const char* list, size_t i) -> const Json& { return Field(Field(pod, "spec"), list)[i]; };
+  auto spec_of = [&](const char* list, size_t i) -> const Json& {
+    return Field(Field(pod, "spec"), list)[i];
+  };
   const std::string restart_policy = Str(Field(pod, "spec"), "restartPolicy", "Always");
   const std::string start_time = NowRfc3339();
 
@@ -642,8 +672,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       r.state = State::kWaiting;
       if (!r.image_failed_once) {
         r.waiting_reason = "ErrImagePull";
-        r.waiting_message = "rpc error: code = NotFound desc = failed to pull and unpack image \"" + image +
-                            "\": failed to resolve reference \"" + image + "\": " + image +
+        r.waiting_message = "rpc error: code = NotFound desc = failed to pull and unpack image \"" +
+                            image + "\": failed to resolve reference \"" + image + "\": " + image +
                             ": not found (gpuop sim cluster never pulls: build or load it into the "
                             "local image store)";
         obj_event(kube::EventType::kWarning, "Failed",
@@ -685,7 +715,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       for (auto it = std::filesystem::directory_iterator(opt_.host_root + "/dev", ec);
            !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
         std::string n = it->path().filename().string();
-        if (!StartsWith(n, "nvidia") || !(it->is_character_file(ec) || n == "nvidia-caps")) continue;
+        if (!StartsWith(n, "nvidia") || !(it->is_character_file(ec) || n == "nvidia-caps"))
+          continue;
         p.mounts.push_back(Mount{it->path().string(), "/dev/" + n, false, ""});
       }
     }
@@ -693,13 +724,17 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     if (alloc != allocations.end()) {
       for (const auto& [k, v] : alloc->second.envs) {
         auto e = std::find_if(p.env.begin(), p.env.end(), [&](auto& kv) { return kv.first == k; });
-        if (e != p.env.end()) e->second = v; else p.env.push_back({k, v});
+        if (e != p.env.end())
+          e->second = v;
+        else
+          p.env.push_back({k, v});
       }
       for (const auto& m : alloc->second.mounts) {
         p.mounts.push_back(Mount{opt_.host_root + m.host_path, m.container_path, m.read_only, ""});
       }
       for (const auto& d : alloc->second.devices) {
-        p.devices.push_back(opt_.host_root + d.host_path + ":" + d.container_path + ":" + d.permissions);
+        p.devices.push_back(opt_.host_root + d.host_path + ":" + d.container_path + ":" +
+                            d.permissions);
       }
       for (const auto& [k, v] : alloc->second.annotations) p.annotations[k] = v;
       for (const auto& cdi : alloc->second.cdi_devices) p.cdi_devices.push_back(cdi);
@@ -723,7 +758,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       if (!v.ok()) LogWarn("kubelet: CDI view", {{"node", opt_.node_name}, {"error", v.message()}});
     }
     std::sort(p.cdi_devices.begin(), p.cdi_devices.end());
-    p.cdi_devices.erase(std::unique(p.cdi_devices.begin(), p.cdi_devices.end()), p.cdi_devices.end());
+    p.cdi_devices.erase(std::unique(p.cdi_devices.begin(), p.cdi_devices.end()),
+                        p.cdi_devices.end());
 
     const std::string runtime_name = "k8s_" + r.name + "_" + w->name + "_" + w->ns + "_" +
                                      w->uid.substr(0, 8) + "_" + std::to_string(r.restarts);
@@ -777,9 +813,11 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     if (st.ok() && st->pid > 0) r.pidfd = pidfd_open(st->pid);
   };
 
-  auto stop_container = [&](ContainerRun& r, const Json& c, int64_t grace_s, const std::string& why) {
+  auto stop_container = [&](ContainerRun& r, const Json& c, int64_t grace_s,
+                            const std::string& why) {
     if (r.state != State::kRunning) return;
-    obj_event(kube::EventType::kNormal, "Killing", "Stopping container " + r.name + (why.empty() ? "" : ": " + why));
+    obj_event(kube::EventType::kNormal, "Killing",
+              "Stopping container " + r.name + (why.empty() ? "" : ": " + why));
     const Json& pre = Field(Field(Field(c, "lifecycle"), "preStop"), "exec");
     if (pre.is_object() && Field(pre, "command").is_array()) {
       std::vector<std::string> cmd;
@@ -810,7 +848,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       r.pidfd = -1;
     }
     int code = st.ok() ? st->exit_code : 137;
-    std::string reason = code == 0 ? "Completed" : (st.ok() && st->oom_killed ? "OOMKilled" : "Error");
+    std::string reason =
+        code == 0 ? "Completed" : (st.ok() && st->oom_killed ? "OOMKilled" : "Error");
     r.terminated = {{"exitCode", code},
                     {"reason", reason},
                     {"startedAt", r.started_at},
@@ -854,8 +893,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
         return Status::Ok();
       }
       case Probe::kHttpGet:
-        return HttpProbe(p.host.empty() ? opt_.node_ip : p.host, p.port, p.path.empty() ? "/" : p.path,
-                         p.timeout_s, p.headers);
+        return HttpProbe(p.host.empty() ? opt_.node_ip : p.host, p.port,
+                         p.path.empty() ? "/" : p.path, p.timeout_s, p.headers);
       case Probe::kTcpSocket:
         return TcpProbe(p.host.empty() ? opt_.node_ip : p.host, p.port, p.timeout_s);
       case Probe::kGrpc:
@@ -865,8 +904,9 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   };
 
   auto container_status = [&](const ContainerRun& r, const Json& c, bool init) {
-    Json s = {{"name", r.name}, {"image", Str(c, "image")}, {"imageID", ""},
-              {"restartCount", r.restarts}, {"ready", r.ready}, {"started", r.state == State::kRunning && r.started}};
+    Json s = {{"name", r.name},   {"image", Str(c, "image")},
+              {"imageID", ""},    {"restartCount", r.restarts},
+              {"ready", r.ready}, {"started", r.state == State::kRunning && r.started}};
     if (!r.id.empty()) s["containerID"] = "podman://" + r.id;
     if (r.state == State::kRunning) {
       s["state"] = {{"running", {{"startedAt", r.started_at}}}};
@@ -878,8 +918,10 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       if (init && r.waiting_reason.empty()) wt["reason"] = "PodInitializing";
       s["state"] = {{"waiting", wt}};
     }
-    if (!r.last_terminated.is_null()) s["lastState"] = {{"terminated", r.last_terminated}};
-    else s["lastState"] = Json::object();
+    if (!r.last_terminated.is_null())
+      s["lastState"] = {{"terminated", r.last_terminated}};
+    else
+      s["lastState"] = Json::object();
     return s;
   };
 
@@ -906,11 +948,14 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       if (!terminating) {
         terminating = true;
         int64_t grace = 30;
-        if (Field(meta, "deletionGracePeriodSeconds").is_number()) grace = meta["deletionGracePeriodSeconds"].get<int64_t>();
+        if (Field(meta, "deletionGracePeriodSeconds").is_number())
+          grace = meta["deletionGracePeriodSeconds"].get<int64_t>();
         else if (Field(Field(pod, "spec"), "terminationGracePeriodSeconds").is_number())
           grace = pod["spec"]["terminationGracePeriodSeconds"].get<int64_t>();
-        for (size_t i = 0; i < mains.size(); ++i) stop_container(mains[i], spec_of("containers", i), grace, "");
-        for (size_t i = 0; i < inits.size(); ++i) stop_container(inits[i], spec_of("initContainers", i), grace, "");
+        for (size_t i = 0; i < mains.size(); ++i)
+          stop_container(mains[i], spec_of("containers", i), grace, "");
+        for (size_t i = 0; i < inits.size(); ++i)
+          stop_container(inits[i], spec_of("initContainers", i), grace, "");
         for (auto* runs : {&inits, &mains}) {
           for (auto& r : *runs) {
             if (!r.runtime_name.empty()) (void)podman_.Remove(r.runtime_name);
@@ -924,7 +969,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           d.precondition_uid = w->uid;
           Status s = client_->Delete(kube::resources::kPods, w->ns, w->name, d);
           if (!s.ok() && s.code() != StatusCode::kNotFound) {
-            LogWarn("kubelet: final delete failed", {{"pod", w->ns + "/" + w->name}, {"error", s.message()}});
+            LogWarn("kubelet: final delete failed",
+                    {{"pod", w->ns + "/" + w->name}, {"error", s.message()}});
           }
         }
         std::error_code ec;
@@ -961,9 +1007,12 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           if (obj.ok()) handler = Str(*obj, "handler", rc);
         }
         if (!rc.empty() && !RuntimeHandlerConfigured(opt_.host_root, handler)) {
-          std::string msg = "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get "
-                            "sandbox runtime: no runtime for \"" + handler + "\" is configured";
-          if (msg != last_sandbox_error) obj_event(kube::EventType::kWarning, "FailedCreatePodSandBox", msg);
+          std::string msg =
+              "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get "
+              "sandbox runtime: no runtime for \"" +
+              handler + "\" is configured";
+          if (msg != last_sandbox_error)
+            obj_event(kube::EventType::kWarning, "FailedCreatePodSandBox", msg);
           last_sandbox_error = msg;
           next_retry = now + 5s;
         } else {
@@ -1008,7 +1057,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           // restartPolicy Never: the pod fails.
           break;
         }
-        if (r.state == State::kWaiting && now >= r.next_start) start_container(r, spec_of("initContainers", i), true);
+        if (r.state == State::kWaiting && now >= r.next_start)
+          start_container(r, spec_of("initContainers", i), true);
         break;
       }
       if (inits_done) {
@@ -1034,7 +1084,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
                 r.startup.failures = 0;
               } else {
                 r.startup.successes = 0;
-                obj_event(kube::EventType::kWarning, "Unhealthy", "Startup probe failed: " + s.message());
+                obj_event(kube::EventType::kWarning, "Unhealthy",
+                          "Startup probe failed: " + s.message());
                 if (++r.startup.failures >= r.startup.spec->failure_threshold) {
                   stop_container(r, c, 30, "failed startup probe, will be restarted");
                   reap(r, false);
@@ -1048,7 +1099,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
               if (s.ok()) {
                 r.liveness.failures = 0;
               } else {
-                obj_event(kube::EventType::kWarning, "Unhealthy", "Liveness probe failed: " + s.message());
+                obj_event(kube::EventType::kWarning, "Unhealthy",
+                          "Liveness probe failed: " + s.message());
                 if (++r.liveness.failures >= r.liveness.spec->failure_threshold) {
                   obj_event(kube::EventType::kNormal, "Killing",
                             "Container " + r.name + " failed liveness probe, will be restarted");
@@ -1068,7 +1120,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
                 r.readiness.successes = 0;
                 if (++r.readiness.failures >= r.readiness.spec->failure_threshold) {
                   if (r.ready || r.readiness.failures == r.readiness.spec->failure_threshold) {
-                    obj_event(kube::EventType::kWarning, "Unhealthy", "Readiness probe failed: " + s.message());
+                    obj_event(kube::EventType::kWarning, "Unhealthy",
+                              "Readiness probe failed: " + s.message());
                   }
                   r.ready = false;
                 }
@@ -1076,7 +1129,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
             }
             if (r.started && !r.readiness.spec) r.ready = true;
           }
-          if (r.state == State::kWaiting && Clock::now() >= r.next_start) start_container(r, c, false);
+          if (r.state == State::kWaiting && Clock::now() >= r.next_start)
+            start_container(r, c, false);
         }
       }
     }
@@ -1087,15 +1141,20 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     int running = 0, succeeded = 0, failed = 0, waiting = 0;
     for (const auto& r : mains) {
       if (!r.ready) all_ready = false;
-      if (r.state == State::kRunning) running++;
-      else if (r.state == State::kTerminated && r.exit_code == 0) succeeded++;
-      else if (r.state == State::kTerminated) failed++;
-      else waiting++;
+      if (r.state == State::kRunning)
+        running++;
+      else if (r.state == State::kTerminated && r.exit_code == 0)
+        succeeded++;
+      else if (r.state == State::kTerminated)
+        failed++;
+      else
+        waiting++;
       if (r.state == State::kWaiting && r.restarts > 0) running++;  // restarting counts as running
     }
     bool init_failed_never = false;
     for (const auto& r : inits) {
-      if (r.state == State::kTerminated && r.exit_code != 0 && restart_policy == "Never") init_failed_never = true;
+      if (r.state == State::kTerminated && r.exit_code != 0 && restart_policy == "Never")
+        init_failed_never = true;
     }
     if (!pod_failure_reason.empty() || init_failed_never) {
       phase = "Failed";
@@ -1114,24 +1173,23 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       if (!ok && !reason.empty()) c["reason"] = reason;
       return c;
     };
-    Json conditions = Json::array({cond("PodReadyToStartContainers", sandbox_ready && volumes_ready),
-                                   cond("Initialized", inits_done && volumes_ready, "ContainersNotInitialized"),
-                                   cond("Ready", all_ready && phase == "Running", "ContainersNotReady"),
-                                   cond("ContainersReady", all_ready && phase == "Running", "ContainersNotReady")});
+    Json conditions = Json::array(
+        {cond("PodReadyToStartContainers", sandbox_ready && volumes_ready),
+         cond("Initialized", inits_done && volumes_ready, "ContainersNotInitialized"),
+         cond("Ready", all_ready && phase == "Running", "ContainersNotReady"),
+         cond("ContainersReady", all_ready && phase == "Running", "ContainersNotReady")});
     for (const Json& c : Field(Field(pod, "status"), "conditions")) {
       if (Str(c, "type") == "PodScheduled") conditions.push_back(c);
     }
     Json init_statuses = Json::array(), statuses = Json::array();
-    for (size_t i = 0; i < inits.size(); ++i) init_statuses.push_back(container_status(inits[i], spec_of("initContainers", i), true));
-    for (size_t i = 0; i < mains.size(); ++i) statuses.push_back(container_status(mains[i], spec_of("containers", i), false));
-    Json status = {{"phase", phase},
-                   {"conditions", conditions},
-                   {"hostIP", opt_.node_ip},
-                   {"hostIPs", Json::array({{{"ip", opt_.node_ip}}})},
-                   {"podIP", opt_.node_ip},
-                   {"podIPs", Json::array({{{"ip", opt_.node_ip}}})},
-                   {"startTime", start_time},
-                   {"containerStatuses", statuses},
+    for (size_t i = 0; i < inits.size(); ++i)
+      init_statuses.push_back(container_status(inits[i], spec_of("initContainers", i), true));
+    for (size_t i = 0; i < mains.size(); ++i)
+      statuses.push_back(container_status(mains[i], spec_of("containers", i), false));
+    Json status = {{"phase", phase},          {"conditions", conditions},
+                   {"hostIP", opt_.node_ip},  {"hostIPs", Json::array({{{"ip", opt_.node_ip}}})},
+                   {"podIP", opt_.node_ip},   {"podIPs", Json::array({{{"ip", opt_.node_ip}}})},
+                   {"startTime", start_time}, {"containerStatuses", statuses},
                    {"qosClass", "BestEffort"}};
     if (!init_statuses.empty()) status["initContainerStatuses"] = init_statuses;
     if (!pod_failure_reason.empty()) {
@@ -1168,7 +1226,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     auto deadline = Clock::now() + 2s;
     for (auto* runs : {&inits, &mains}) {
       for (auto& r : *runs) {
-        if (r.state == State::kWaiting) deadline = std::min(deadline, std::max(r.next_start, Clock::now() + 50ms));
+        if (r.state == State::kWaiting)
+          deadline = std::min(deadline, std::max(r.next_start, Clock::now() + 50ms));
         if (r.state == State::kRunning) {
           for (auto* ps : {&r.startup, &r.readiness, &r.liveness}) {
             if (ps->spec) deadline = std::min(deadline, std::max(ps->next, Clock::now() + 50ms));
@@ -1215,7 +1274,8 @@ void Kubelet::Impl::Stop() {
   node_thread_.request_stop();
   if (node_thread_.joinable()) node_thread_.join();
   // Whatever is left of this node's containers.
-  auto left = podman_.ListContainers({{"gpuop.sim/node", opt_.node_name}, {"gpuop.sim/cluster", opt_.cluster_key}});
+  auto left = podman_.ListContainers(
+      {{"gpuop.sim/node", opt_.node_name}, {"gpuop.sim/cluster", opt_.cluster_key}});
   if (left.ok()) {
     for (const auto& n : *left) (void)podman_.Remove(n);
   }

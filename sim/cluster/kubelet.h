@@ -42,9 +42,9 @@ namespace gpuop::simcluster {
 struct KubeletOptions {
   std::string node_name;
   std::string node_ip;
-  std::string netns;       // the node's network namespace
-  std::string host_root;   // the node's root directory
-  std::string state_dir;   // the kubelet's own files (podman config)
+  std::string netns;          // the node's network namespace
+  std::string host_root;      // the node's root directory
+  std::string state_dir;      // the kubelet's own files (podman config)
   std::string sim_machine;    // GPUOP_SIM_MACHINE of the node
   std::string sim_state_dir;  // GPUOP_SIM_STATE of the node; "" : a node without GPUs
   std::string sim_seed;       // GPUOP_SIM_SEED of the node (distinct UUIDs per node)

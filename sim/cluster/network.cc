@@ -72,9 +72,9 @@ Status SetUpNetwork(const NetworkPlan& p) {
   GPUOP_RETURN_IF_ERROR(Ip({"link", "set", p.bridge, "up"}));
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const NodeNetwork& n = p.nodes[i];
-    const std::string peer = n.veth_host.substr(0, n.veth_host.size() - 1 -
-                                                std::to_string(i).size()) +
-                             "n" + std::to_string(i);
+    const std::string peer =
+        n.veth_host.substr(0, n.veth_host.size() - 1 - std::to_string(i).size()) + "n" +
+        std::to_string(i);
     GPUOP_RETURN_IF_ERROR(Ip({"netns", "add", n.netns}));
     GPUOP_RETURN_IF_ERROR(Ip({"link", "add", n.veth_host, "type", "veth", "peer", "name", peer}));
     GPUOP_RETURN_IF_ERROR(Ip({"link", "set", peer, "netns", n.netns}));

@@ -185,7 +185,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-
 Result<PatchType> PatchTypeFor(std::string_view content_type) {
   std::string ct(Trim(content_type.substr(0, content_type.find(';'))));
   if (ct == "application/merge-patch+json") return PatchType::kMerge;
@@ -431,7 +430,8 @@ struct ApiServer::Impl {
                              "pod " + t.name + " is already assigned to node \"" + bound + "\"");
       }
       if (pod["metadata"].contains("deletionTimestamp")) {
-        return ConflictError(gr, t.name, "pod " + t.name + " is being deleted, cannot be assigned to a host");
+        return ConflictError(gr, t.name,
+                             "pod " + t.name + " is being deleted, cannot be assigned to a host");
       }
       if (dry_run) return ApiStatus::Ok();
       pod["spec"]["nodeName"] = node;
@@ -1270,8 +1270,8 @@ void ApiServer::Impl::ServeLog(const RequestTarget& t, const httplib::Request& r
     if (containers.size() != 1) {
       std::string names;
       for (const Json& c : containers) names += (names.empty() ? "" : " ") + c.value("name", "");
-      return WriteError(res, BadRequestError("a container name must be specified for pod " + t.name +
-                                             ", choose one of: [" + names + "]"));
+      return WriteError(res, BadRequestError("a container name must be specified for pod " +
+                                             t.name + ", choose one of: [" + names + "]"));
     }
     container = containers[0].value("name", "");
   }

@@ -55,7 +55,8 @@ std::string AbsDir(const std::string& d) {
 Result<Json> ReadState(const std::string& dir) {
   auto text = ReadFile(dir + "/cluster.json");
   if (!text.ok()) {
-    return NotFound("no cluster in " + dir + " (start one with `gpuop sim cluster up --dir " + dir + "`)");
+    return NotFound("no cluster in " + dir + " (start one with `gpuop sim cluster up --dir " + dir +
+                    "`)");
   }
   Json j = Json::parse(*text, nullptr, false);
   if (!j.is_object()) return InvalidArgument(dir + "/cluster.json is not valid JSON");
@@ -83,26 +84,31 @@ int Up(const ClusterFlags& f) {
   const std::string dir = AbsDir(f.dir);
   auto nodes = Nodes(f);
   if (!nodes.ok()) return Fail(nodes.status().message());
-  if (auto st = ReadState(dir); st.ok() && Alive((*st).value("pid", 0)) &&
-                                 (*st).value("state", "") != "down") {
+  if (auto st = ReadState(dir);
+      st.ok() && Alive((*st).value("pid", 0)) && (*st).value("state", "") != "down") {
     return Fail("a cluster is already running in " + dir + " (pid " +
-                std::to_string((*st).value("pid", 0)) + "): `gpuop sim cluster down --dir " + dir + "` first");
+                std::to_string((*st).value("pid", 0)) + "): `gpuop sim cluster down --dir " + dir +
+                "` first");
   }
   if ((dir + "/nodes/x/root/var/lib/kubelet/device-plugins/kubelet.sock").size() > 100) {
-    return Fail("--dir " + dir + " is too long: the kubelet's unix sockets under it must stay under 108 bytes");
+    return Fail("--dir " + dir +
+                " is too long: the kubelet's unix sockets under it must stay under 108 bytes");
   }
   if (Status s = MakeDirs(dir); !s.ok()) return Fail(s.message());
   (void)::unlink((dir + "/cluster.json").c_str());
 
   // `run` in the background, in its own session, logging to cluster.log.
   std::vector<std::string> args = {"/proc/self/exe", "sim", "cluster", "run", "--dir", dir};
-  if (!f.config.empty()) args.insert(args.end(), {"--config", AbsDir(f.config)});
-  else args.insert(args.end(), {"--nodes", f.nodes});
+  if (!f.config.empty())
+    args.insert(args.end(), {"--config", AbsDir(f.config)});
+  else
+    args.insert(args.end(), {"--nodes", f.nodes});
   pid_t pid = ::fork();
   if (pid < 0) return Fail("fork failed");
   if (pid == 0) {
     ::setsid();
-    int log = ::open((dir + "/cluster.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int log =
+        ::open((dir + "/cluster.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, 0);
     if (log >= 0) {
@@ -124,7 +130,8 @@ int Up(const ClusterFlags& f) {
     }
     auto st = ReadState(dir);
     if (st.ok() && st->value("state", "") == "failed") {
-      return Fail("start failed: " + st->value("error", "") + "\n" + Tail(dir + "/cluster.log", 10));
+      return Fail("start failed: " + st->value("error", "") + "\n" +
+                  Tail(dir + "/cluster.log", 10));
     }
     if (st.ok() && st->value("state", "") == "ready") {
       if (!f.kubeconfig_out.empty()) {
@@ -154,7 +161,8 @@ int Down(const ClusterFlags& f) {
       ::kill(pid, SIGTERM);
       for (int i = 0; i < 1200 && Alive(pid); ++i) std::this_thread::sleep_for(100ms);
       if (Alive(pid)) {
-        std::fprintf(stderr, "gpuop sim cluster: the cluster process did not stop in 120 s; killing it\n");
+        std::fprintf(stderr,
+                     "gpuop sim cluster: the cluster process did not stop in 120 s; killing it\n");
         ::kill(pid, SIGKILL);
       }
     }
@@ -190,13 +198,16 @@ int Status_(const ClusterFlags& f) {
     }
   }
   for (const Json& n : st->value("nodes", Json::array())) {
-    Json node = {{"name", n.value("name", "")}, {"machine", n.value("machine", "")},
-                 {"address", n.value("address", "")}, {"hostRoot", n.value("root", "")}};
+    Json node = {{"name", n.value("name", "")},
+                 {"machine", n.value("machine", "")},
+                 {"address", n.value("address", "")},
+                 {"hostRoot", n.value("root", "")}};
     auto it = api_nodes.find(node["name"].get<std::string>());
     std::string ready = "Unknown";
     if (it != api_nodes.end()) {
       for (const Json& c : it->second["status"].value("conditions", Json::array())) {
-        if (c.value("type", "") == "Ready") ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
+        if (c.value("type", "") == "Ready")
+          ready = c.value("status", "") == "True" ? "Ready" : "NotReady";
       }
       node["allocatableGPUs"] = it->second["status"]["allocatable"].value("nvidia.com/gpu", "0");
     }
@@ -206,13 +217,17 @@ int Status_(const ClusterFlags& f) {
     if (!sim_dir.empty()) {
       auto machine = sim::LoadMachine(n.value("machine", ""), n.value("seed", ""));
       if (machine.ok()) {
-        auto store = sim::StateStore::Open(*machine, sim_dir, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+        auto store = sim::StateStore::Open(*machine, sim_dir,
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
         if (store.ok()) {
           auto s = (*store)->Read();
           if (s.ok()) {
             for (size_t i = 0; i < machine->gpus.size(); ++i) {
               const auto& g = (*s)->gpus[i];
-              gpus.push_back({{"index", i}, {"uuid", machine->gpus[i].uuid},
+              gpus.push_back({{"index", i},
+                              {"uuid", machine->gpus[i].uuid},
                               {"state", g.lost ? "lost (XID 79)" : "ok"}});
             }
             node["driver"] = (*s)->driver_loaded ? "loaded" : "unloaded";
@@ -229,7 +244,8 @@ int Status_(const ClusterFlags& f) {
   }
   std::printf("cluster %s: %s, API %s\n", dir.c_str(), out["state"].get<std::string>().c_str(),
               out["api"].get<std::string>().c_str());
-  std::printf("%-16s %-10s %-12s %-14s %-6s %s\n", "NODE", "STATUS", "MACHINE", "ADDRESS", "GPUS", "GPU STATE");
+  std::printf("%-16s %-10s %-12s %-14s %-6s %s\n", "NODE", "STATUS", "MACHINE", "ADDRESS", "GPUS",
+              "GPU STATE");
   for (const Json& n : out["nodes"]) {
     int lost = 0;
     for (const Json& g : n["gpus"]) lost += g["state"] != "ok";
@@ -246,7 +262,8 @@ int Exec(const GlobalOptions& g, const ClusterFlags& f) {
   const std::string dir = AbsDir(f.dir);
   auto st = ReadState(dir);
   if (!st.ok()) return Fail(st.status().message());
-  if (f.command.empty()) return Fail("exec needs a command: gpuop sim cluster exec --node N -- CMD...");
+  if (f.command.empty())
+    return Fail("exec needs a command: gpuop sim cluster exec --node N -- CMD...");
   for (const Json& n : st->value("nodes", Json::array())) {
     if (n.value("name", "") != f.node) continue;
     std::string root = n.value("root", "");
@@ -268,7 +285,8 @@ int Exec(const GlobalOptions& g, const ClusterFlags& f) {
     ::execvp("ip", cargv.data());
     return Fail("cannot run ip netns exec: " + std::string(std::strerror(errno)));
   }
-  return Fail("no node \"" + f.node + "\" in the cluster in " + dir + " (see gpuop sim cluster status)");
+  return Fail("no node \"" + f.node + "\" in the cluster in " + dir +
+              " (see gpuop sim cluster status)");
 }
 
 int Run(const ClusterFlags& f) {
@@ -302,23 +320,27 @@ int Run(const ClusterFlags& f) {
 
 void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* action) {
   auto f = std::make_shared<ClusterFlags>();
-  auto* cluster = sim.add_subcommand(
-      "cluster",
-      "A simulated Kubernetes cluster with GPU nodes that runs real pods (docs/simulated-cluster.md)");
+  auto* cluster = sim.add_subcommand("cluster",
+                                     "A simulated Kubernetes cluster with GPU nodes that runs real "
+                                     "pods (docs/simulated-cluster.md)");
   cluster->require_subcommand(1);
   auto dir_flag = [&](CLI::App* c) {
     c->add_option("--dir", f->dir, "The cluster's directory")->capture_default_str();
   };
-  auto* up = cluster->add_subcommand("up", "Start a cluster in the background; returns once every node is Ready");
+  auto* up = cluster->add_subcommand(
+      "up", "Start a cluster in the background; returns once every node is Ready");
   dir_flag(up);
-  up->add_option("--nodes", f->nodes, "Nodes: MACHINE or NAME=MACHINE, comma-separated (cpu: no GPU)")
+  up->add_option("--nodes", f->nodes,
+                 "Nodes: MACHINE or NAME=MACHINE, comma-separated (cpu: no GPU)")
       ->capture_default_str();
-  up->add_option("--config", f->config, "cluster.yaml with nodes: [{name, machine, os: {id, version}, kernel}]");
+  up->add_option("--config", f->config,
+                 "cluster.yaml with nodes: [{name, machine, os: {id, version}, kernel}]");
   up->add_option("--kubeconfig-out", f->kubeconfig_out, "Also write the kubeconfig to FILE");
   up->add_option("--timeout", f->timeout_s, "Seconds to wait for the nodes")->capture_default_str();
   up->callback([f, action] { *action = [f] { return Up(*f); }; });
 
-  auto* down = cluster->add_subcommand("down", "Stop the cluster and remove every container, namespace and link");
+  auto* down = cluster->add_subcommand(
+      "down", "Stop the cluster and remove every container, namespace and link");
   dir_flag(down);
   down->callback([f, action] { *action = [f] { return Down(*f); }; });
 
@@ -338,7 +360,8 @@ void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* ac
   exec->add_option("command", f->command, "The command")->required();
   exec->callback([f, action, &g] { *action = [f, &g] { return Exec(g, *f); }; });
 
-  auto* run = cluster->add_subcommand("run", "Run the cluster in the foreground (what `up` starts)");
+  auto* run =
+      cluster->add_subcommand("run", "Run the cluster in the foreground (what `up` starts)");
   dir_flag(run);
   run->add_option("--nodes", f->nodes, "As for up")->capture_default_str();
   run->add_option("--config", f->config, "As for up");

@@ -22,8 +22,8 @@
 
 #include "base/log.h"
 #include "cli/cli.h"
-#include "validator/metrics.h"
 #include "validator/checks.h"
+#include "validator/metrics.h"
 #include "validator/options.h"
 #include "validator/validator.h"
 

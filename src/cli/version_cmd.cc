@@ -33,7 +33,8 @@ std::string NvmlLibraryPath(const GlobalOptions& g) {
   // any runtime is configured): the driver root under the host root, found
   // through its ld.so.cache, as NVIDIA's toolkit finds it.
   const char* driver_root = std::getenv("NVIDIA_DRIVER_ROOT");
-  const std::string read_root = JoinRoot(g.host_root, driver_root && *driver_root ? driver_root : "/");
+  const std::string read_root =
+      JoinRoot(g.host_root, driver_root && *driver_root ? driver_root : "/");
   auto found = host::FindLibraryBySoname(read_root, kSoname);
   return found.ok() ? JoinRoot(read_root, *found) : kSoname;
 }

@@ -63,7 +63,6 @@ void DirsFromCache(const LdCache& cache, const std::string& read_root, std::stri
 
 }  // namespace
 
-
 Result<DriverLibraries> FindDriverLibraries(const std::string& read_root,
                                             const std::string& version,
                                             const std::string& display_root) {

@@ -66,5 +66,4 @@ std::vector<std::string> FindGspFirmware(const std::string& read_root, const std
 // nvidia-fabricmanager/socket under /run (else /var/run), and /tmp/nvidia-mps.
 std::vector<std::string> FindIpcSockets(const std::string& read_root);
 
-
 }  // namespace gpuop::host

@@ -305,7 +305,8 @@ Status Operator::SyncValidationTaint(const Json& node, bool policy_active) {
   bool ready = false;
   if (options_.env.validation_taint) {
     for (const kube::ObjectPtr& pod : validator_pods_->List()) {
-      if (kube::PodNodeName(*pod) == name && !kube::IsBeingDeleted(*pod) && kube::IsPodReady(*pod)) {
+      if (kube::PodNodeName(*pod) == name && !kube::IsBeingDeleted(*pod) &&
+          kube::IsPodReady(*pod)) {
         ready = true;
         break;
       }

@@ -105,8 +105,8 @@ std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
       }
     }
     const Json& mains = At(At(pod, "status"), "containerStatuses");
-    const bool main_running = mains.is_array() && !mains.empty() &&
-                              At(At(mains[0], "state"), "running").is_object();
+    const bool main_running =
+        mains.is_array() && !mains.empty() && At(At(mains[0], "state"), "running").is_object();
     if (line.empty() && main_running && At(mains[0], "started").is_boolean() &&
         mains[0]["started"].get<bool>()) {
       // Validated once; its readiness probe (the driver check) fails now.

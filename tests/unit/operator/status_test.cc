@@ -139,9 +139,11 @@ TEST(StatusTest, ValidationBlockersNameTheNodeAndTheCheck) {
   // Validated once, then its readiness probe (the driver check) fails.
   Json later = ValidatorPod("h100-4", Json::array({Init("driver-validation", ok)}));
   later["metadata"]["namespace"] = "gpu-operator";
-  later["status"]["containerStatuses"] = Json::array(
-      {{{"name", "nvidia-operator-validator"}, {"ready", false}, {"started", true},
-        {"state", {{"running", {{"startedAt", "2026-12-03T00:00:00Z"}}}}}}});
+  later["status"]["containerStatuses"] =
+      Json::array({{{"name", "nvidia-operator-validator"},
+                    {"ready", false},
+                    {"started", true},
+                    {"state", {{"running", {{"startedAt", "2026-12-03T00:00:00Z"}}}}}}});
   pods.push_back(later);
   auto b = ValidationBlockers(pods);
   ASSERT_EQ(b.size(), 3u);

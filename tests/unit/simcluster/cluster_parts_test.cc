@@ -43,12 +43,13 @@ TEST(NodeListTest, BadListsAreRefusedWithTheReason) {
 TEST(NodeListTest, ClusterFile) {
   testing::TempDir tmp;
   std::string path = tmp.path() + "/cluster.yaml";
-  ASSERT_TRUE(WriteFileAtomic(path,
-                              "nodes:\n"
-                              "- name: h100-1\n  machine: dgx-h100\n  os: {id: rhel, version: \"9.4\"}\n"
-                              "  kernel: 5.14.0-427.el9.x86_64\n"
-                              "- {name: cpu-1, machine: cpu}\n")
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(path,
+                      "nodes:\n"
+                      "- name: h100-1\n  machine: dgx-h100\n  os: {id: rhel, version: \"9.4\"}\n"
+                      "  kernel: 5.14.0-427.el9.x86_64\n"
+                      "- {name: cpu-1, machine: cpu}\n")
+          .ok());
   auto nodes = ParseClusterFile(path);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   ASSERT_EQ(nodes->size(), 2u);
@@ -72,7 +73,8 @@ TEST(NetworkPlanTest, DistinctNamesAndAddressesWithinLimits) {
     addrs.insert(n.address);
     veths.insert(n.veth_host);
     EXPECT_LE(n.veth_host.size(), 15u);  // IFNAMSIZ - 1
-    EXPECT_EQ(n.address.substr(0, n.address.rfind('.')), plan.gateway.substr(0, plan.gateway.rfind('.')));
+    EXPECT_EQ(n.address.substr(0, n.address.rfind('.')),
+              plan.gateway.substr(0, plan.gateway.rfind('.')));
   }
   EXPECT_EQ(addrs.size(), 3u);
   EXPECT_EQ(veths.size(), 3u);
@@ -117,7 +119,8 @@ TEST(CdiViewTest, HostPathsMoveUnderTheNodeRoot) {
       "deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}, {"path": "/dev/dri/card0"}]}}]})");
   Json view = TranslateCdiSpec(spec, "/c/nodes/n1/root");
   const Json& e = view["containerEdits"];
-  EXPECT_EQ(e["mounts"][0]["hostPath"], "/c/nodes/n1/root/usr/lib/x86_64-linux-gnu/libcuda.so.570.172.08");
+  EXPECT_EQ(e["mounts"][0]["hostPath"],
+            "/c/nodes/n1/root/usr/lib/x86_64-linux-gnu/libcuda.so.570.172.08");
   EXPECT_EQ(e["mounts"][0]["containerPath"], "/usr/lib/x86_64-linux-gnu/libcuda.so.570.172.08");
   EXPECT_EQ(e["hooks"][0]["path"], "/c/nodes/n1/root/usr/local/nvidia/toolkit/gpuop");
   EXPECT_EQ(e["hooks"][0]["args"], spec["containerEdits"]["hooks"][0]["args"]);
@@ -135,9 +138,10 @@ TEST(CdiViewTest, SyncFollowsTheNodesSpecs) {
   const std::string root = tmp.path() + "/root", view = tmp.path() + "/view";
   ASSERT_TRUE(MakeDirs(root + "/var/run/cdi").ok());
   ASSERT_TRUE(MakeDirs(root + "/etc/cdi").ok());
-  ASSERT_TRUE(WriteFileAtomic(root + "/var/run/cdi/nvidia.yaml",
-                              "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
-                              "- name: all\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n")
+  ASSERT_TRUE(WriteFileAtomic(
+                  root + "/var/run/cdi/nvidia.yaml",
+                  "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+                  "- name: all\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n")
                   .ok());
   ASSERT_TRUE(WriteFileAtomic(root + "/etc/cdi/broken.yaml", "cdiVersion: [\n").ok());
   Status s = SyncCdiView(root, view);
