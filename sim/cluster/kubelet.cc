@@ -92,6 +92,16 @@ std::string StableId(const std::string& name) {
   return out;
 }
 
+// One container's answers for several resources, as the kubelet combines them.
+void MergeAllocation(const deviceplugin::ContainerAllocation& a,
+                     deviceplugin::ContainerAllocation& into) {
+  for (const auto& [k, v] : a.envs) into.envs[k] = v;
+  into.mounts.insert(into.mounts.end(), a.mounts.begin(), a.mounts.end());
+  into.devices.insert(into.devices.end(), a.devices.begin(), a.devices.end());
+  for (const auto& [k, v] : a.annotations) into.annotations[k] = v;
+  into.cdi_devices.insert(into.cdi_devices.end(), a.cdi_devices.begin(), a.cdi_devices.end());
+}
+
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
 // The extended resources (domain/name, outside kubernetes.io) a container asks for.
@@ -489,12 +499,7 @@ Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::
       for (const auto& [res, ids] : by_res) {
         auto a = devices_->Allocate(res, ids);
         if (!a.ok()) return a.status();
-        auto& c = out[container];
-        for (auto& [k, v] : a->envs) c.envs[k] = v;
-        c.mounts.insert(c.mounts.end(), a->mounts.begin(), a->mounts.end());
-        c.devices.insert(c.devices.end(), a->devices.begin(), a->devices.end());
-        for (auto& [k, v] : a->annotations) c.annotations[k] = v;
-        c.cdi_devices.insert(c.cdi_devices.end(), a->cdi_devices.begin(), a->cdi_devices.end());
+        MergeAllocation(*a, out[container]);
       }
     }
     return out;
@@ -539,12 +544,7 @@ Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::
           return Unavailable("Allocate failed: " + a.status().message());
         }
         mine[Str(c, "name")][res] = ids;
-        auto& dst = out[Str(c, "name")];
-        for (auto& [k, v] : a->envs) dst.envs[k] = v;
-        dst.mounts.insert(dst.mounts.end(), a->mounts.begin(), a->mounts.end());
-        dst.devices.insert(dst.devices.end(), a->devices.begin(), a->devices.end());
-        for (auto& [k, v] : a->annotations) dst.annotations[k] = v;
-        dst.cdi_devices.insert(dst.cdi_devices.end(), a->cdi_devices.begin(), a->cdi_devices.end());
+        MergeAllocation(*a, out[Str(c, "name")]);
       }
     }
   }
@@ -626,11 +626,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   const std::string pod_label = w->name + "_" + w->ns + "(" + w->uid + ")";
   const std::string log_dir =
       opt_.host_root + "/var/log/pods/" + w->ns + "_" + w->name + "_" + w->uid;
-  auto obj_event = [&](kube::EventType type, const std::string& reason, const std::string& msg,
-                       const std::string& field_path = "") {
-    kube::ObjectReference ref = kube::ReferenceTo(pod, &kube::resources::kPods);
-    (void)field_path;
-    events_->Event(ref, type, reason, msg);
+  auto obj_event = [&](kube::EventType type, const std::string& reason, const std::string& msg) {
+    events_->Event(kube::ReferenceTo(pod, &kube::resources::kPods), type, reason, msg);
   };
 
   std::vector<ContainerRun> inits, mains;
@@ -766,13 +763,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     (void)podman_.Remove(runtime_name);
     const std::string log_path = log_dir + "/" + r.name + "/" + std::to_string(r.restarts) + ".log";
     (void)MakeDirs(log_dir + "/" + r.name);
-    if (r.ever_started) {
-      obj_event(kube::EventType::kNormal, "Pulled",
-                "Container image \"" + image + "\" already present on machine");
-    } else {
-      obj_event(kube::EventType::kNormal, "Pulled",
-                "Container image \"" + image + "\" already present on machine");
-    }
+    obj_event(kube::EventType::kNormal, "Pulled",
+              "Container image \"" + image + "\" already present on machine");
     auto id = podman_.Run(p, runtime_name, log_path,
                           {{"gpuop.sim/cluster", opt_.cluster_key},
                            {"gpuop.sim/node", opt_.node_name},
