@@ -72,7 +72,7 @@ def run(build, nodes):
             env = dict(os.environ, KUBECONFIG=kubeconfig)
             # The CRD first (the operator would install it), then the policy.
             subprocess.run(["kubectl", "apply", "-f",
-                            os.path.join(SRC, "api/crds/nvidia.com_clusterpolicies.yaml")],
+                            os.path.join(SRC, "deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml")],
                            env=env, check=True, capture_output=True)
             for _ in range(100):
                 if subprocess.run(["kubectl", "get", "clusterpolicies"], env=env,

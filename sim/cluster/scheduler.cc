@@ -1,6 +1,7 @@
 #include "sim/cluster/scheduler.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "base/log.h"
@@ -272,15 +273,18 @@ std::vector<NodeUsage> Scheduler::Usage(std::vector<kube::ObjectPtr>* keep) {
     NodeUsage u;
     u.node = node.get();
     const std::string name = kube::Name(*node);
+    std::set<std::string> counted;
     for (const auto& p : pods_->ByIndex(kube::kNodeNameIndex, name)) {
+      counted.insert(kube::KeyOf(*p));
       if (kube::IsPodTerminal(*p)) continue;
       ++u.pods;
       for (const auto& [r, v] : PodRequests(*p)) u.requested[r] += v;
     }
+    // An assumed pod counts unless the index read above already held it. Asking
+    // the cache again instead would race the informer: a binding that lands
+    // between the two reads would be in neither, and the node overbooked.
     for (const auto& [key, a] : assumed) {
-      if (a.node != name) continue;
-      kube::ObjectPtr cached = pods_->Get(key);
-      if (cached && !kube::PodNodeName(*cached).empty()) continue;  // counted above
+      if (a.node != name || counted.count(key) > 0) continue;
       ++u.pods;
       for (const auto& [r, v] : a.requests) u.requested[r] += v;
     }

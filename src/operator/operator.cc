@@ -151,7 +151,7 @@ Status Operator::EnsureCrd() {
   if (!applied.ok()) {
     return applied.status().Annotate(
         "installing the ClusterPolicy CRD (the operator's ClusterRole needs create/patch on "
-        "customresourcedefinitions; or install api/crds/nvidia.com_clusterpolicies.yaml by hand "
+        "customresourcedefinitions; or install deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml by hand "
         "and run with --no-install-crd)");
   }
   return Status::Ok();

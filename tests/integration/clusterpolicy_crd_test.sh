@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ClusterPolicy CRD (api/crds/nvidia.com_clusterpolicies.yaml) against the
+# The ClusterPolicy CRD (deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml) against the
 # manifests users have:
 #   1. the CRD is a valid apiextensions.k8s.io/v1 CustomResourceDefinition by
 #      the Kubernetes 1.35 OpenAPI schema (python3 jsonschema, unknown fields
@@ -19,7 +19,7 @@ set -euo pipefail
 build_dir=${1:?usage: clusterpolicy_crd_test.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-crd="$repo/api/crds/nvidia.com_clusterpolicies.yaml"
+crd="$repo/deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml"
 openapi="$repo/api/openapi/1.35/apis_apiextensions.k8s.io_v1.json"
 fixtures="$repo/tests/fixtures/clusterpolicy"
 valid=("$repo/deploy/samples/clusterpolicy.yaml" "$repo/deploy/samples/clusterpolicy-minimal.yaml"

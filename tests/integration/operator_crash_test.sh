@@ -51,7 +51,7 @@ for _ in $(seq 1 600); do
 done
 url=$(grep -o 'http://[0-9.:]*' "$tmp/api.out" | head -1)
 [[ -n "$url" ]] || fail "emulator did not start: $(cat "$tmp/api.err")"
-$state setup "$url" "$src_dir/api/crds/nvidia.com_clusterpolicies.yaml"
+$state setup "$url" "$src_dir/deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml"
 
 # reset_cluster: no operator, the fixtures as at the start.
 reset_cluster() {
