@@ -38,7 +38,8 @@ done
 dir=$(mktemp -d /tmp/gpuop-sc.XXXX)
 export KUBECONFIG="$dir/kubeconfig"
 failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+failed=()
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
 k() { kubectl --request-timeout=20s "$@"; }
 op_pid=""
 cleanup() {
@@ -46,6 +47,10 @@ cleanup() {
     echo "--- cluster log (last 40 lines)" >&2; tail -40 "$dir/cluster.log" >&2 || true
     echo "--- operator log (last 30 lines)" >&2; tail -30 "$dir/operator.log" >&2 || true
     k get pods -A -o wide >&2 || true
+    echo "--- device plugin on dgx-h100 (last 20 lines)" >&2
+    k logs -n gpu-operator --tail 20 -l app=nvidia-device-plugin-daemonset --prefix >&2 || true
+    # Last, so that the end of a long log names what failed.
+    printf 'FAIL: %s\n' "${failed[@]}" >&2
   fi
   [[ -n "$op_pid" ]] && kill "$op_pid" 2>/dev/null && wait "$op_pid" 2>/dev/null
   "$gpuop" sim cluster down --dir "$dir" >/dev/null 2>&1 || true
