@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes grafana-dashboard.json (to stdout): the GPU dashboard of docs/monitoring.md.
 
-Usage: deploy/monitoring/make-dashboard.py > deploy/monitoring/grafana-dashboard.json
+Usage: deploy/monitoring/make-dashboard.py > deploy/helm/gpu-operator/files/grafana-dashboard.json
+(the Helm chart ships it with monitoring.dashboard.enabled).
 tests/integration/monitoring_test.sh checks the checked-in JSON is this output.
 """
 import json

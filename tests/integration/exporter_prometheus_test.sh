@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `gpuop exporter` on a simulated dgx-h100 (8 × H100) scraped by a real
-# Prometheus (Debian's 2.42) with the alert rules of deploy/monitoring loaded:
+# Prometheus (Debian's 2.42) with gpuop's alert rules loaded (they live in
+# the Helm chart's files/, with the Grafana dashboard):
 #   - one scrape passes `promtool check metrics` (the only findings allowed
 #     are about dcgm-exporter's own metric and label names, which dashboards
 #     depend on);
@@ -21,7 +22,7 @@ set -euo pipefail
 build_dir=${1:?usage: exporter_prometheus_test.sh BUILD_DIR}
 gpuop="$(cd "$build_dir" && pwd)/bin/gpuop"
 sim="$(cd "$build_dir" && pwd)/lib/libnvml-sim.so"
-mon="$(cd "$(dirname "$0")/../../deploy/monitoring" && pwd)"
+mon="$(cd "$(dirname "$0")/../../deploy/helm/gpu-operator/files" && pwd)"
 [[ -x "$gpuop" ]] || { echo "FAIL: $gpuop is not built" >&2; exit 1; }
 [[ -f "$sim" ]] || { echo "FAIL: $sim is not built" >&2; exit 1; }
 "$gpuop" exporter --help >/dev/null 2>&1 || { echo "FAIL: $gpuop has no exporter subcommand" >&2; exit 1; }

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The monitoring assets in deploy/monitoring/, checked with the real tools:
+# The monitoring assets, checked with the real tools: deploy/monitoring/ and
+# the alert rules and dashboard the Helm chart ships
+# (deploy/helm/gpu-operator/files/):
 #   - promtool check rules and promtool test rules (gpu-alerts_test.yaml);
 #   - every alert has a severity, summary, description and runbook, and the
 #     unit tests make it fire and also check it silent;
@@ -17,6 +19,7 @@ set -euo pipefail
 : "${1:?usage: monitoring_test.sh BUILD_DIR}"
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 mon="$repo/deploy/monitoring"
+assets="$repo/deploy/helm/gpu-operator/files"
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # need
 command -v promtool >/dev/null || need "promtool is not installed (apt-get install prometheus)"
@@ -31,18 +34,19 @@ die() {
 }
 
 # 1. The rules with Prometheus' own checker and unit test runner.
-promtool check rules "$mon/gpu-alerts.yaml" >"$tmp/check.log" 2>&1 ||
+promtool check rules "$assets/gpu-alerts.yaml" >"$tmp/check.log" 2>&1 ||
   { cat "$tmp/check.log" >&2; die "promtool check rules gpu-alerts.yaml"; }
 (cd "$mon" && promtool test rules gpu-alerts_test.yaml) >"$tmp/test.log" 2>&1 ||
   { cat "$tmp/test.log" >&2; die "promtool test rules gpu-alerts_test.yaml"; }
 
 # 2. Everything else, in Python: writes the dashboard's expressions as
 # recording rules for step 3.
-python3 - "$mon" "$repo" "$tmp/dashboard-rules.yaml" <<'PY' || die "asset checks (above)"
+python3 - "$mon" "$assets" "$repo" "$tmp/dashboard-rules.yaml" <<'PY' || die "asset checks (above)"
 import json, pathlib, re, sys
 import yaml
 
-mon, repo, rules_out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+mon, assets = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+repo, rules_out = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
 errors = []
 def check(ok, msg):
     if not ok:
@@ -64,13 +68,13 @@ def metrics_of(expr):
     return set(re.findall(r"\b(DCGM_[A-Z0-9_]+)\b", expr))
 
 docs = {}
-for f in sorted(mon.glob("*.yaml")):
+for f in sorted(mon.glob("*.yaml")) + [assets / "gpu-alerts.yaml"]:
     try:
         docs[f.name] = yaml.safe_load(f.read_text())
     except yaml.YAMLError as e:
         errors.append(f"{f.name}: not valid YAML: {e}")
 try:
-    dash = json.loads((mon / "grafana-dashboard.json").read_text())
+    dash = json.loads((assets / "grafana-dashboard.json").read_text())
 except ValueError as e:
     sys.exit(f"grafana-dashboard.json: not valid JSON: {e}")
 
@@ -191,11 +195,11 @@ sys.exit(1 if errors else 0)
 PY
 
 # The dashboard is the generator's output (edit make-dashboard.py, not the JSON).
-python3 "$mon/make-dashboard.py" | cmp -s - "$mon/grafana-dashboard.json" ||
+python3 "$mon/make-dashboard.py" | cmp -s - "$assets/grafana-dashboard.json" ||
   die "grafana-dashboard.json differs from make-dashboard.py's output; rerun it"
 
 # 3. The dashboard's expressions parse as PromQL.
 promtool check rules "$tmp/dashboard-rules.yaml" >"$tmp/dash.log" 2>&1 ||
   { cat "$tmp/dash.log" >&2; die "a dashboard expression does not parse (dashboard:expr_N is the Nth)"; }
 
-echo "PASS: monitoring ($(grep -c '^      - alert:' "$mon/gpu-alerts.yaml") alerts, $(grep -o 'SUCCESS: [0-9]* rules' "$tmp/dash.log") in the dashboard)"
+echo "PASS: monitoring ($(grep -c '^      - alert:' "$assets/gpu-alerts.yaml") alerts, $(grep -o 'SUCCESS: [0-9]* rules' "$tmp/dash.log") in the dashboard)"
