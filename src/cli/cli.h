@@ -71,6 +71,8 @@ void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* ac
 void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop cuda vector-add`: the CUDA check (cuda/vector_add.h).
 void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop crd apply` and `gpuop uninstall` (lifecycle/uninstall.h): the chart's hooks.
+void RegisterLifecycleCommands(CLI::App& app, const GlobalOptions& g, Action* action);
 
 // The API-server flags of every subcommand that talks to Kubernetes.
 struct KubeFlags {

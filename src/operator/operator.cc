@@ -22,8 +22,6 @@ namespace res = kube::resources;
 
 constexpr const char* kPolicyKey = "clusterpolicy";
 constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=gpuop";
-constexpr const char* kCrdName = "clusterpolicies.nvidia.com";
-constexpr const char* kCrdVersionAnnotation = "gpuop.io/crd-version";
 
 // NFD's master and workers annotate the nodes they label with keys under
 // this prefix (feature-labels, worker.version, ...); gpuop's node-discovery
@@ -131,34 +129,67 @@ Operator::Operator(kube::Client& client, OperatorOptions options, kube::EventRec
 
 Operator::~Operator() = default;
 
-Status Operator::EnsureCrd() {
+namespace {
+
+bool Established(const Json& crd) {
+  for (const Json& c : crd.value("status", Json::object()).value("conditions", Json::array())) {
+    if (c.value("type", "") == "Established" && c.value("status", "") == "True") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status EnsureClusterPolicyCrd(kube::Client& client, const std::string& field_manager,
+                              std::chrono::seconds wait) {
   GPUOP_ASSIGN_OR_RETURN(std::vector<Json> docs, ParseYamlDocuments(kClusterPolicyCrdYaml));
   if (docs.size() != 1) return Internal("the embedded ClusterPolicy CRD is not one document");
   const Json& crd = docs[0];
   const std::string want = kube::Annotation(crd, kCrdVersionAnnotation).value_or("0");
-  auto current = client_.Get(res::kCustomResourceDefinitions, "", kCrdName);
+  auto current = client.Get(res::kCustomResourceDefinitions, "", kCrdName);
+  bool write = true;
   if (current.ok()) {
     // NVIDIA's CRD, or one without a readable version, counts as version 0.
     std::string have = kube::Annotation(*current, kCrdVersionAnnotation).value_or("0");
-    if (ParseUint(have).value_or(0) >= ParseUint(want).value_or(0)) return Status::Ok();
-    LogInfo("upgrading the ClusterPolicy CRD", {{"from", have}, {"to", want}});
+    if (ParseUint(have).value_or(0) >= ParseUint(want).value_or(0)) {
+      write = false;
+      LogInfo("the ClusterPolicy CRD is current", {{"version", have}});
+    } else {
+      LogInfo("upgrading the ClusterPolicy CRD", {{"from", have}, {"to", want}});
+    }
   } else if (!kube::IsNotFound(current.status())) {
     return current.status().Annotate("reading the ClusterPolicy CRD");
   } else {
     LogInfo("installing the ClusterPolicy CRD", {{"version", want}});
   }
-  auto applied = client_.Apply(res::kCustomResourceDefinitions, crd, options_.field_manager, true);
-  if (!applied.ok()) {
-    return applied.status().Annotate(
-        "installing the ClusterPolicy CRD (the operator's ClusterRole needs create/patch on "
-        "customresourcedefinitions; or install deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml by hand "
-        "and run with --no-install-crd)");
+  if (write) {
+    auto applied = client.Apply(res::kCustomResourceDefinitions, crd, field_manager, true);
+    if (!applied.ok()) {
+      return applied.status().Annotate(
+          "installing the ClusterPolicy CRD (needs create/patch on customresourcedefinitions; "
+          "or install deploy/helm/gpu-operator/crds/nvidia.com_clusterpolicies.yaml by hand and "
+          "run the operator with --no-install-crd)");
+    }
   }
-  return Status::Ok();
+  if (wait.count() == 0) return Status::Ok();
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (true) {
+    auto got = client.Get(res::kCustomResourceDefinitions, "", kCrdName);
+    if (!got.ok()) return got.status().Annotate("reading the ClusterPolicy CRD");
+    if (Established(*got)) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return DeadlineExceeded(
+          "the ClusterPolicy CRD is not Established after " + std::to_string(wait.count()) +
+          " s: see its status.conditions (kubectl describe crd " + std::string(kCrdName) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 Status Operator::Setup() {
-  if (options_.install_crd) GPUOP_RETURN_IF_ERROR(EnsureCrd());
+  if (options_.install_crd) {
+    GPUOP_RETURN_IF_ERROR(EnsureClusterPolicyCrd(client_, options_.field_manager));
+  }
 
   kube::InformerOptions defaults;
   factory_ = std::make_unique<kube::SharedInformerFactory>(&client_, defaults);

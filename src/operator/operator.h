@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -60,6 +61,18 @@ struct OperatorMetrics {
   std::string Exposition() const;
 };
 
+inline constexpr const char* kCrdName = "clusterpolicies.nvidia.com";
+// Bumped with every change of the CRD's schema (deploy/helm/gpu-operator/crds).
+inline constexpr const char* kCrdVersionAnnotation = "gpuop.io/crd-version";
+
+// Creates the ClusterPolicy CRD built into this binary, or upgrades the one
+// installed when its kCrdVersionAnnotation is older (NVIDIA's counts as 0);
+// a newer one is left alone. With `wait`, also waits (up to `wait`) until the
+// CRD is Established. The one path for a CRD upgrade: the operator at start
+// and `gpuop crd apply` (Helm's pre-upgrade hook) both run it.
+Status EnsureClusterPolicyCrd(kube::Client& client, const std::string& field_manager,
+                              std::chrono::seconds wait = std::chrono::seconds(0));
+
 class Operator {
  public:
   Operator(kube::Client& client, OperatorOptions options, kube::EventRecorder* events);
@@ -85,7 +98,6 @@ class Operator {
   Status SyncValidationTaint(const Json& node, bool policy_active);
   Status SyncPsaLabels(const std::map<std::string, std::string>& wanted);
   Status Cleanup();
-  Status EnsureCrd();
   // The parsed active policy (cached by resourceVersion); null without one
   // or when it does not parse.
   std::shared_ptr<const Policy> ActivePolicy();

@@ -119,6 +119,9 @@ Rbac RbacFor(Component c) {
                           {"", {"pods/eviction"}, {"create"}}},
               .namespaced = {{"apps", {"daemonsets"}, {"get", "list"}}}};
     case Component::kContainerToolkit:
+      // Its preStop: whether its own DaemonSet stays (node-cleanup).
+      return {.cluster = {{"", {"nodes"}, {"get"}}},
+              .namespaced = {{"", {"pods"}, {"get"}}, {"apps", {"daemonsets"}, {"get"}}}};
     case Component::kDcgmExporter:
     case Component::kNodeStatusExporter:
       return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {}};
@@ -588,10 +591,19 @@ void RenderToolkit(const RenderInput& in, std::vector<RenderedObject>& out) {
                 "DirectoryOrCreate"});
   pod["initContainers"].push_back(std::move(init));
 
-  Json env =
-      Json::array({EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
-                   EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
+  Json env = Json::array({EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
+                          EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit"),
+                          EnvFromField("POD_NAME", "metadata.name"),
+                          EnvFromField("POD_NAMESPACE", "metadata.namespace")});
   Json ctr = GpuopContainer("nvidia-container-toolkit-ctr", spec, {"toolkit"}, env, true, true);
+  // On the way out for good (the DaemonSet gone: uninstall, toolkit turned
+  // off), the runtime handler, CDI spec and hook leave the node with it; a
+  // pod only being replaced leaves them (lifecycle/node_cleanup.h).
+  ctr["lifecycle"] = {{"preStop",
+                       {{"exec",
+                         {{"command",
+                           {"gpuop", "--host-root", kContainerHostRoot, "node-cleanup", "--runtime",
+                            rt.flag, "--runtime-name", p.runtime_class}}}}}}};
   AddHostMount(vols, ctr, HostRoot(p));
   AddHostMount(vols, ctr, RunNvidia());
   AddHostMount(vols, ctr, Cdi(false));

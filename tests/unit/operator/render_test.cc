@@ -349,6 +349,7 @@ TEST(RenderTest, HelmSampleRendersEveryEnabledComponentInOrder) {
               ElementsAre("ServiceAccount/nvidia-container-toolkit-daemonset",
                           "ClusterRole/gpuop-container-toolkit",
                           "ClusterRoleBinding/gpuop-container-toolkit",
+                          "Role/gpuop-container-toolkit", "RoleBinding/gpuop-container-toolkit",
                           "DaemonSet/nvidia-container-toolkit-daemonset"));
   EXPECT_THAT(
       Describe(h.Of(Component::kOperatorValidator)),
@@ -694,6 +695,10 @@ TEST(RenderTest, RbacIsLeastPrivilege) {
     EXPECT_EQ(rules(c, "ClusterRole"),
               Json::parse(R"([{"apiGroups":[""],"resources":["nodes"],"verbs":["get"]}])"));
   }
+  // The toolkit's preStop asks whether its own DaemonSet stays.
+  EXPECT_EQ(rules(Component::kContainerToolkit, "Role"), Json::parse(R"([
+              {"apiGroups":[""],"resources":["pods"],"verbs":["get"]},
+              {"apiGroups":["apps"],"resources":["daemonsets"],"verbs":["get"]}])"));
   const Json& binding =
       Find(h.Of(Component::kDevicePlugin), "ClusterRoleBinding/gpuop-device-plugin");
   EXPECT_EQ(binding["roleRef"],
@@ -838,6 +843,10 @@ TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   const Json& ctr = Container(toolkit, "nvidia-container-toolkit-ctr");
   EXPECT_EQ(EnvOf(ctr, "NVIDIA_DRIVER_ROOT"), "/");
   EXPECT_EQ(EnvOf(ctr, "GPUOP_TOOLKIT_INSTALL_DIR"), "/usr/local/nvidia/toolkit");
+  // Leaving for good, it takes its runtime handler and files off the node.
+  EXPECT_THAT(Strings(ctr["lifecycle"]["preStop"]["exec"]["command"]),
+              ElementsAre("gpuop", "--host-root", "/host", "node-cleanup", "--runtime",
+                          "containerd", "--runtime-name", "nvidia"));
   const Json& init = Container(toolkit, "runtime-config");
   EXPECT_THAT(Strings(init["command"]),
               ElementsAre("gpuop", "--host-root", "/host", "runtime", "configure", "--runtime",
