@@ -19,7 +19,16 @@
 #   - the driver lost on a node: the validator unready, the ClusterPolicy
 #     naming the node, the node tainted (opt-in) so a GPU pod waits; the
 #     driver back: all ready again, the pod runs there;
-#   - the operator as an in-cluster Deployment takes over and acts;
+#   - `gpuop uninstall` (the chart's pre-delete hook) leaves the nodes as they
+#     were before: labels, annotations and taints, no runtime handler, no
+#     CDI spec;
+#   - the seed's `helm install` (NVIDIA's command, unchanged) of
+#     deploy/helm/gpu-operator: the operator Deployment Available from the
+#     local image, the ClusterPolicy carrying driver.version 535.129.03;
+#     `helm upgrade` to a host driver brings the stack up (the in-cluster
+#     operator acting), its pre-upgrade hook Job upgrades a stale CRD, and
+#     `helm uninstall` leaves nothing behind, object by object and label by
+#     label;
 #   - `down` leaves no container, network namespace or bridge behind.
 # One cluster for every check (make test's time budget).
 # Usage: sim_cluster_test.sh BUILD_DIR
@@ -30,7 +39,7 @@ build_dir=$(cd "${1:?usage: sim_cluster_test.sh BUILD_DIR}" && pwd)
 src_dir=$(cd "$(dirname "$0")/../.." && pwd)
 gpuop="$build_dir/bin/gpuop"
 [[ -x "$gpuop" ]] || { echo "FAIL: $gpuop is not built" >&2; exit 1; }
-for peer in kubectl podman ip curl python3; do
+for peer in kubectl helm podman ip curl python3; do
   command -v "$peer" >/dev/null 2>&1 || need "$peer is not installed; this test needs it"
 done
 [[ $(id -u) == 0 ]] || need "root (network namespaces, podman as root)"
@@ -90,6 +99,17 @@ assert len(n["dgx-h100"]["gpus"]) == 8 and len(n["l40s-4"]["gpus"]) == 4 and n["
 u1 = {g["uuid"] for g in n["dgx-h100"]["gpus"]}; u2 = {g["uuid"] for g in n["l40s-4"]["gpus"]}
 assert not (u1 & u2), "UUIDs must differ between nodes"
 EOF
+# What the nodes carry before gpuop: uninstall must bring them back to it.
+node_state() {
+  k get nodes -o json | python3 -c '
+import json, sys
+for n in json.load(sys.stdin)["items"]:
+    m = n["metadata"]
+    print(m["name"], json.dumps(m.get("labels", {}), sort_keys=True),
+          json.dumps(m.get("annotations", {}), sort_keys=True),
+          json.dumps(n.get("spec", {}).get("taints", []), sort_keys=True))'
+}
+node_state > "$dir/nodes-before.txt"
 # Each node's own GPUs, as its processes see them.
 "$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" nvml list > "$dir/h100-gpus.txt"
 [[ $(grep -c '^GPU ' "$dir/h100-gpus.txt") == 8 ]] || fail "exec on dgx-h100: $(cat "$dir/h100-gpus.txt")"
@@ -268,16 +288,71 @@ wait_for 60 "a container that exits at once seen to finish" bash -c "[[ \$(kubec
 wait_for 60 "CreateContainerConfigError" bash -c "kubectl get pod bad-config -o jsonpath='{.status.containerStatuses[0].state.waiting.message}' | grep -q \"couldn't find key absent in ConfigMap default/settings\""
 wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
 
-echo "--- the operator as an in-cluster Deployment"
-# It takes over from the local process (leader election) and acts through
-# its service account: disabling the exporter removes its DaemonSet.
+# Nothing of gpuop's left: nodes as before install, no runtime handler, no
+# CDI spec, no gpuop object in the namespace.
+check_clean() {
+  local when=$1
+  node_state > "$dir/nodes-after.txt"
+  diff -u "$dir/nodes-before.txt" "$dir/nodes-after.txt" >&2 ||
+    fail "$when: the nodes differ from before install (labels, annotations, taints)"
+  for n in dgx-h100 l40s-4; do
+    ! grep -rqsE 'runtimes\.("?)nvidia' "$dir/nodes/$n/root/etc/containerd" ||
+      fail "$when: $n's containerd configuration still names the nvidia runtime"
+    ! compgen -G "$dir/nodes/$n/root/var/run/cdi/*" >/dev/null ||
+      fail "$when: $n still has a CDI spec: $(ls "$dir/nodes/$n/root/var/run/cdi")"
+  done
+  [[ -z $(k get clusterpolicies -o name) ]] || fail "$when: ClusterPolicies left"
+  local left
+  left=$(k get daemonsets,deployments,pods,serviceaccounts,roles,rolebindings,configmaps,services,jobs \
+    -n gpu-operator -o name | grep -v -e '^serviceaccount/default$' -e '^configmap/kube-root-ca.crt$' || true)
+  [[ -z "$left" ]] || fail "$when: objects left in gpu-operator: $left"
+  left=$(k get clusterroles,clusterrolebindings,runtimeclasses -o name | grep -E 'gpu-operator|nvidia|gpuop' || true)
+  [[ -z "$left" ]] || fail "$when: cluster objects left: $left"
+}
+
+echo "--- gpuop uninstall (the chart's pre-delete hook)"
+# The operator still runs, as the in-cluster one does while the hook runs.
+k delete pods two-gpus one-gpu-l40s quick-exit bad-image bad-config --ignore-not-found --wait=false >/dev/null
+k delete daemonset bad-mount --ignore-not-found >/dev/null
+"$gpuop" uninstall --namespace gpu-operator --timeout 120s >"$dir/uninstall.log" 2>&1 ||
+  fail "gpuop uninstall: $(tail -5 "$dir/uninstall.log")"
+check_clean "gpuop uninstall"
 kill "$op_pid" && wait "$op_pid" 2>/dev/null || true
 op_pid=""
-sed "s|IMAGE|ghcr.io/gpuop/gpuop:$version|" "$src_dir/tests/fixtures/simcluster/operator-deployment.yaml" |
-  k apply -f - >/dev/null
+
+echo "--- helm install: the seed's command, unchanged"
+chart="$src_dir/deploy/helm/gpu-operator"
+helm install gpu-operator "$chart" --namespace gpu-operator --create-namespace \
+  --set driver.version=535.129.03 --set toolkit.enabled=true \
+  --set dcgmExporter.enabled=true --set migManager.enabled=true >"$dir/helm.log" 2>&1 ||
+  fail "helm install: $(cat "$dir/helm.log")"
 wait_for 120 "the operator Deployment available" bash -c "[[ \$(kubectl get deploy gpu-operator -n gpu-operator -o jsonpath='{.status.availableReplicas}') == 1 ]]"
-k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"dcgmExporter":{"enabled":false}}}' >/dev/null
-wait_for 120 "the in-cluster operator removing the exporter DaemonSet" bash -c "! kubectl get ds nvidia-dcgm-exporter -n gpu-operator"
+[[ $(k get deploy gpu-operator -n gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}') == "ghcr.io/gpuop/gpuop:$version" ]] ||
+  fail "the operator runs $(k get deploy gpu-operator -n gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}')"
+[[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 535.129.03 ]] ||
+  fail "ClusterPolicy driver.version: $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}')"
+wait_for 120 "the in-cluster operator rendering the driver DaemonSet" bash -c "kubectl get ds -n gpu-operator -o jsonpath='{.items[*].spec.template.spec.containers[*].image}' | grep -q 'driver:535.129.03'"
+
+echo "--- helm upgrade: a host driver; the hook upgrades a stale CRD"
+# An older CRD, as an older chart left it: the pre-upgrade hook Job
+# (gpuop crd apply) must bring it back before the new release applies.
+k annotate crd clusterpolicies.nvidia.com gpuop.io/crd-version=0 --overwrite >/dev/null
+helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
+  --set driver.enabled=false >"$dir/helm.log" 2>&1 || fail "helm upgrade: $(cat "$dir/helm.log")"
+[[ $(k get crd clusterpolicies.nvidia.com -o jsonpath='{.metadata.annotations.gpuop\.io/crd-version}') != 0 ]] ||
+  fail "the pre-upgrade hook did not upgrade the CRD"
+wait_for 240 "the stack ready under the Helm-installed operator" python3 "$ready_check" || python3 "$ready_check" || true
+helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
+  --set driver.version=550.127.05 >"$dir/helm.log" 2>&1 || fail "helm upgrade: $(cat "$dir/helm.log")"
+[[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 550.127.05 ]] ||
+  fail "helm upgrade --set driver.version: ClusterPolicy has $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}')"
+
+echo "--- helm uninstall"
+helm uninstall gpu-operator --namespace gpu-operator --wait --timeout 5m >"$dir/helm.log" 2>&1 ||
+  fail "helm uninstall: $(cat "$dir/helm.log")"
+wait_for 60 "the operator gone" bash -c "[[ -z \$(kubectl get pods -n gpu-operator -o name) ]]"
+check_clean "helm uninstall"
+[[ -z $(helm list -n gpu-operator -q) ]] || fail "helm still lists a release"
 
 echo "--- down"
 key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
