@@ -26,6 +26,7 @@
 #include "sim/kube/discovery.h"
 #include "sim/kube/json_patch.h"
 #include "sim/kube/openapi.h"
+#include "sim/kube/protobuf.h"
 #include "sim/kube/schema.h"
 #include "sim/kube/strategic_merge.h"
 #include "sim/kube/table.h"
@@ -721,19 +722,28 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     return;
   }
 
-  // Bodies are JSON (or YAML); protobuf, which client-go's typed clients send
-  // (kubectl create configmap/secret/..., kubectl drain), is not spoken here.
+  // Bodies are JSON or YAML, or protobuf as client-go's typed clients send
+  // built-in kinds (kubectl create namespace|secret|..., helm's release
+  // Secrets, deletions and evictions): decoded here into the JSON the rest of
+  // the handler reads. Patches name their own media type.
   std::string content_type = req.get_header_value("Content-Type");
-  if ((method == "POST" || method == "PUT" || method == "PATCH") &&
-      StartsWith(content_type, "application/vnd.kubernetes.protobuf")) {
-    WriteError(res, UnsupportedMediaTypeError(
-                        "the API emulator (gpuop sim apiserver) accepts JSON and YAML bodies "
-                        "only, not " +
-                        content_type +
-                        "; use kubectl create/apply -f with a manifest instead of a generator"));
-    return;
-  }
   bool yaml_body = StartsWith(content_type, "application/yaml");
+  std::optional<Json> protobuf_body;
+  if (method != "PATCH" && !req.body.empty() && StartsWith(content_type, kProtobufMediaType)) {
+    auto decoded = DecodeKubeProtobuf(req.body);
+    if (!decoded.ok()) {
+      const std::string& why = decoded.status().message();
+      WriteError(res, decoded.status().code() == StatusCode::kNotSupported
+                          ? UnsupportedMediaTypeError(why)
+                          : BadRequestError(why));
+      return;
+    }
+    protobuf_body = std::move(decoded).value();
+  }
+  auto parse_body = [&](bool allow_yaml) -> ApiResult<Json> {
+    if (protobuf_body) return *protobuf_body;
+    return ParseBody(req.body, allow_yaml);
+  };
 
   auto field_validation = ParseFieldValidation(QueryParam(req, "fieldValidation"));
   if (!field_validation.ok()) {
@@ -835,7 +845,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   ScopedWrite scoped_write(&write_ctx);
 
   if (t.subresource == "eviction") {
-    auto body = ParseBody(req.body, false);
+    auto body = parse_body(false);
     if (!body.ok()) return WriteError(res, body.error());
     std::string evict_name = body->value("metadata", Json::object()).value("name", "");
     if (!evict_name.empty() && evict_name != t.name) {
@@ -855,7 +865,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   }
 
   if (t.subresource == "binding") {
-    auto body = ParseBody(req.body, yaml_body);
+    auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
     auto bound = Bind(info, t, *body, dry_run);
     if (!bound.ok()) return WriteError(res, bound.error());
@@ -865,7 +875,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   }
 
   if (t.verb == "create") {
-    auto body = ParseBody(req.body, yaml_body);
+    auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
     Json obj = std::move(body).value();
     if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
@@ -884,7 +894,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   }
 
   if (t.verb == "update") {
-    auto body = ParseBody(req.body, yaml_body);
+    auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
     Json obj = std::move(body).value();
     if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
@@ -941,7 +951,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   DeleteOptions d;
   Json opts = Json::object();
   if (!req.body.empty()) {
-    auto body = ParseBody(req.body, false);
+    auto body = parse_body(false);
     if (!body.ok()) return WriteError(res, body.error());
     if (body->is_object()) opts = std::move(body).value();
   }
