@@ -61,8 +61,7 @@ wait_for() {
 }
 
 # make_cm NAME [LABEL=VALUE]: a ConfigMap in gpu-operator, from a manifest
-# (kubectl's `create configmap` generator sends protobuf, which the emulator
-# does not speak; see docs/simulator.md).
+# (with a label in one step; apiserver_protobuf_test.sh covers the generator).
 make_cm() {
   local labels=""
   [[ -n "${2:-}" ]] && labels="  labels: {${2%%=*}: \"${2#*=}\"}"
