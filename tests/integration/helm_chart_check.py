@@ -536,6 +536,10 @@ def check_key(row):
                                         % (n, key, value)]
     got = path_get(policies[0], path) if policies else _ABSENT
     want = _ABSENT if expected == "<absent>" else json.loads(expected)
+    refused = VALIDATOR.problems(policies[0]) if policies else []
+    if refused:
+        return ["keys.tsv:%d %s=%s: the CRD refuses the ClusterPolicy: %s"
+                % (n, key, value, "; ".join(refused))]
     if got is _ABSENT and want is _ABSENT:
         return []
     if got is _ABSENT or want is _ABSENT or got != want or type(got) is not type(want):
@@ -599,9 +603,9 @@ def check_refusals():
 # --- main -------------------------------------------------------------------------------------
 
 def main():
-    global DEFAULT_CP
+    global DEFAULT_CP, VALIDATOR
     version = check_chart_metadata()
-    validator = Validator.from_dir(REPO / "api/openapi/1.35", crds=[CRD])
+    validator = VALIDATOR = Validator.from_dir(REPO / "api/openapi/1.35", crds=[CRD])
     seed = render(*SEED_FLAGS)
     default = render()
     nvidia_values = render("-f", str(FIXTURES / "nvidia-values.yaml"), *MONITORING_APIS)
@@ -632,6 +636,7 @@ def main():
 
 
 DEFAULT_CP = None
+VALIDATOR = None
 
 if __name__ == "__main__":
     sys.exit(main())
