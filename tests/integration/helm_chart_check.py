@@ -128,6 +128,57 @@ def check_chart_metadata():
     return version
 
 
+# --- 1b. the values schema types every key and is closed but for free-form maps ----------
+
+# The maps users fill with Kubernetes types or other charts' values.
+FREE_FORM = {
+    "definitions.resources", "definitions.affinity", "definitions.probe",
+    "definitions.env.items", "definitions.tolerations.items",
+    "definitions.serviceMonitor.properties.relabelings.items", "properties.kataManager.properties.config",
+    "properties.draDriver", "properties.draDriver.properties.featureGates",
+    "properties.draDriver.properties.gpus", "properties.draDriver.properties.gpus.properties.kubeletPlugin",
+    "properties.draDriver.properties.computeDomains",
+    "properties.draDriver.properties.computeDomains.properties.controller",
+    "properties.draDriver.properties.computeDomains.properties.kubeletPlugin",
+    "properties.node-feature-discovery", "properties.extraObjects.items",
+}
+
+
+def check_schema():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    seen = set()
+
+    def walk(s, path):
+        if "$ref" in s:
+            return
+        types = s.get("type")
+        if not types:
+            fail("values.schema.json: %s has no type" % path)
+            return
+        types = types if isinstance(types, list) else [types]
+        if "object" in types and not isinstance(s.get("additionalProperties"), dict):
+            if s.get("additionalProperties") is not False and path not in FREE_FORM:
+                fail("values.schema.json: %s accepts any key; close it or list it in FREE_FORM"
+                     % path)
+            if path in FREE_FORM:
+                seen.add(path)
+        for k, v in s.get("properties", {}).items():
+            walk(v, "%s.properties.%s" % (path, k) if path else "properties." + k)
+        if isinstance(s.get("items"), dict):
+            walk(s["items"], path + ".items")
+        if isinstance(s.get("additionalProperties"), dict):
+            walk(s["additionalProperties"], path + ".additionalProperties")
+
+    if schema.get("additionalProperties") is not False:
+        fail("values.schema.json: the top level accepts any key")
+    for k, v in schema.get("properties", {}).items():
+        walk(v, "properties." + k)
+    for k, v in schema.get("definitions", {}).items():
+        walk(v, "definitions." + k)
+    for path in sorted(FREE_FORM - seen):
+        fail("values.schema.json: FREE_FORM names %s, which is not an open map" % path)
+
+
 # --- 2. every rendered object is valid ----------------------------------------------------
 
 # Kinds of the Prometheus Operator, whose schemas are not among the Kubernetes
@@ -605,6 +656,7 @@ def check_refusals():
 def main():
     global DEFAULT_CP, VALIDATOR
     version = check_chart_metadata()
+    check_schema()
     validator = VALIDATOR = Validator.from_dir(REPO / "api/openapi/1.35", crds=[CRD])
     seed = render(*SEED_FLAGS)
     default = render()

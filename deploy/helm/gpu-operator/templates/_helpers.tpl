@@ -35,22 +35,31 @@ app: "gpu-operator"
 {{- end -}}
 
 {{/*
-gpuop's image: repository/image:version (version defaults to appVersion), or
-repository/image@sha256:... for a digest, or image alone when it is a full
-reference (no repository, no version).
+An image reference from repository, image and version, as the operator joins
+them: repository/image:version, repository/image@sha256:... for a digest, or
+image alone when it is a full reference. Call with (list repo image version).
 */}}
-{{- define "gpu-operator.image" -}}
-{{- $op := .Values.operator -}}
-{{- $version := toString (default .Chart.AppVersion $op.version) -}}
-{{- $ref := $op.image -}}
-{{- if $op.repository -}}
-{{- $ref = printf "%s/%s" $op.repository $op.image -}}
+{{- define "gpu-operator.imageRef" -}}
+{{- $repo := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $version := index . 2 | default "" | toString -}}
+{{- $ref := $image -}}
+{{- if $repo -}}
+{{- $ref = printf "%s/%s" $repo $image -}}
 {{- end -}}
-{{- if hasPrefix "sha256:" $version -}}
+{{- if not $version -}}
+{{- $ref -}}
+{{- else if hasPrefix "sha256:" $version -}}
 {{- printf "%s@%s" $ref $version -}}
 {{- else -}}
 {{- printf "%s:%s" $ref $version -}}
 {{- end -}}
+{{- end -}}
+
+{{/* gpuop's image: operator.repository/image, version defaulting to appVersion. */}}
+{{- define "gpu-operator.image" -}}
+{{- $op := .Values.operator -}}
+{{- include "gpu-operator.imageRef" (list $op.repository $op.image (default .Chart.AppVersion $op.version)) -}}
 {{- end -}}
 
 {{/* imagePullSecrets (a list of names) as a pod spec's list of references. */}}
