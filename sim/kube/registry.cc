@@ -36,6 +36,8 @@ const std::vector<Builtin>& BuiltinTable() {
       {"apps", "Deployment", "deployments", true, {"deploy"}, true, true},
       {"apps", "ReplicaSet", "replicasets", true, {"rs"}, true, true},
       {"apps", "ControllerRevision", "controllerrevisions", true, {}},
+      // batch/v1
+      {"batch", "Job", "jobs", true, {}, true, true},
       // events.k8s.io/v1
       {"events.k8s.io", "Event", "events", true, {"ev"}},
       // rbac.authorization.k8s.io/v1
@@ -67,6 +69,7 @@ const char* const kGroupOrder[] = {
     "",
     "apps",
     "events.k8s.io",
+    "batch",
     "rbac.authorization.k8s.io",
     "apiextensions.k8s.io",
     "coordination.k8s.io",

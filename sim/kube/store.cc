@@ -158,6 +158,45 @@ std::string PodQosClass(const json& pod) {
   return guaranteed ? "Guaranteed" : "Burstable";
 }
 
+// What kube-apiserver fills in on a new batch/v1 Job: the spec defaults
+// (SetDefaults_Job), and, unless spec.manualSelector, the Job strategy's
+// generated selector: the controller-uid label in spec.selector and the
+// job-name and controller-uid labels (both spellings) in the template. A Job
+// without labels of its own shows the template's, as a read from etcd does.
+void DefaultJob(json& job) {
+  json& spec = job["spec"];
+  if (!spec.is_object()) spec = json::object();
+  auto unset = [&](const char* field) { return !spec.contains(field) || spec[field].is_null(); };
+  if (unset("completions") && unset("parallelism")) spec["completions"] = 1;
+  if (unset("parallelism")) spec["parallelism"] = 1;
+  if (unset("backoffLimit")) {
+    spec["backoffLimit"] = unset("backoffLimitPerIndex") ? 6 : 2147483647;
+  }
+  if (unset("completionMode")) spec["completionMode"] = "NonIndexed";
+  if (unset("suspend")) spec["suspend"] = false;
+  if (unset("podReplacementPolicy")) {
+    spec["podReplacementPolicy"] = unset("podFailurePolicy") ? "TerminatingOrFailed" : "Failed";
+  }
+  if (unset("manualSelector")) spec["manualSelector"] = false;
+  if (spec["manualSelector"] == true) return;
+  json& labels = spec["template"]["metadata"]["labels"];
+  if (!labels.is_object()) labels = json::object();
+  const std::string name = MetaString(job, "name"), uid = MetaString(job, "uid");
+  for (const char* key : {"batch.kubernetes.io/job-name", "job-name"}) {
+    if (!labels.contains(key)) labels[key] = name;
+  }
+  for (const char* key : {"batch.kubernetes.io/controller-uid", "controller-uid"}) {
+    if (!labels.contains(key)) labels[key] = uid;
+  }
+  json& match = spec["selector"]["matchLabels"];
+  if (!match.is_object()) match = json::object();
+  if (!match.contains("batch.kubernetes.io/controller-uid")) {
+    match["batch.kubernetes.io/controller-uid"] = uid;
+  }
+  json& own = job["metadata"]["labels"];
+  if (!own.is_object() || own.empty()) own = labels;
+}
+
 std::string ValidateDns1123Label(std::string_view s) {
   auto ok_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   bool ok = !s.empty() && s.size() <= 63 && ok_char(s.front()) && ok_char(s.back()) &&
@@ -830,6 +869,7 @@ ApiResult<Object> Store::DoCreate(const ResourceInfo& r, std::string ns, json ob
       obj["status"] = json::object();
     }
   }
+  if (r.group == "batch" && r.plural == "jobs") DefaultJob(obj);
   if (hooks_.admit) GPUOP_API_RETURN_IF_ERROR(hooks_.admit(r, obj, nullptr));
 
   for (int attempt = 0;; ++attempt) {
