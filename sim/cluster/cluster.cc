@@ -23,6 +23,7 @@
 #include "kube/resource.h"
 #include "sim/cluster/daemonset_controller.h"
 #include "sim/cluster/deployment_controller.h"
+#include "sim/cluster/job_controller.h"
 #include "sim/cluster/kubelet.h"
 #include "sim/cluster/network.h"
 #include "sim/cluster/podman.h"
@@ -297,6 +298,8 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   if (!replicasets.ok()) return fail(replicasets.status());
   auto deployments = DeploymentController::Start(*client);
   if (!deployments.ok()) return fail(deployments.status());
+  auto jobs = JobController::Start(*client);
+  if (!jobs.ok()) return fail(jobs.status());
 
   std::vector<std::unique_ptr<Kubelet>> kubelets;
   for (const auto& n : spec.nodes) {
@@ -360,6 +363,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
 
   LogInfo("cluster: stopping");
   for (auto& k : kubelets) k->Stop();
+  (*jobs)->Stop();
   (*deployments)->Stop();
   (*replicasets)->Stop();
   (*daemonsets)->Stop();
