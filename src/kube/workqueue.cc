@@ -116,7 +116,10 @@ std::optional<std::string> WorkQueue::Get() {
     if (delayed_.empty()) {
       cv_.wait(lock);
     } else {
-      cv_.wait_until(lock, delayed_.top().ready);
+      // A copy: wait_until keeps reading its argument while the lock is
+      // released, and another thread's AddAfter may reallocate the heap.
+      const auto next = delayed_.top().ready;
+      cv_.wait_until(lock, next);
     }
   }
 }

@@ -422,10 +422,15 @@ Json DaemonSetObject(const RenderInput& in, Component c, const std::string& name
   Json meta = Metadata(in, component, name, true);
   meta["labels"]["app"] = name;
 
-  Json pod_labels = StandardLabels(component);
+  Json pod_labels = Json::object();
   for (const auto& [k, v] : p.daemonsets.labels) pod_labels[k] = v;
   for (const auto& [k, v] : extras.labels) pod_labels[k] = v;
-  pod_labels["app"] = name;  // the selector: never overridden
+  // gpuop's own labels and the selector are never overridden: NVIDIA's chart
+  // puts app.kubernetes.io/managed-by: gpu-operator in daemonsets.labels, and
+  // gpuop finds its pods (uninstall, status) by its own value.
+  const Json own = StandardLabels(component);
+  for (const auto& [k, v] : own.items()) pod_labels[k] = v;
+  pod_labels["app"] = name;
   Json pod_meta{{"labels", pod_labels}};
   Json annotations = Json::object();
   for (const auto& [k, v] : p.daemonsets.annotations) annotations[k] = v;

@@ -474,8 +474,9 @@ TEST(RenderTest, DaemonSetsShareTheSpecsSchedulingAndSelectors) {
       const Json& labels = ds["spec"]["template"]["metadata"]["labels"];
       EXPECT_EQ(labels["app"], name);
       EXPECT_EQ(labels[kComponentLabel], ComponentName(c));
-      // daemonsets.labels of the Helm sample.
-      EXPECT_EQ(labels["app.kubernetes.io/managed-by"], "gpu-operator");
+      // The Helm sample's daemonsets.labels names managed-by gpu-operator:
+      // gpuop's own value wins (its pods are found by it).
+      EXPECT_EQ(labels["app.kubernetes.io/managed-by"], "gpuop");
       EXPECT_EQ(PodSpec(ds)["nodeSelector"][DeployLabel(c)], "true");
       EXPECT_EQ(PodSpec(ds)["priorityClassName"], "system-node-critical");
       EXPECT_EQ(PodSpec(ds)["serviceAccountName"], ComponentDaemonSetName(c));
