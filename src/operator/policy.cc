@@ -1,6 +1,7 @@
 #include "operator/policy.h"
 
 #include <algorithm>
+#include <string_view>
 #include <tuple>
 
 #include "base/strings.h"
@@ -81,12 +82,21 @@ std::string ResolveImage(const Json& section) {
   return ref + (StartsWith(version, "sha256:") ? "@" : ":") + version;
 }
 
-void AddIfSet(const Json& section, const std::string& path, const char* key,
-              std::vector<std::string>& ignored) {
-  const Json& v = Field(section, key);
-  if (v.is_null()) return;
-  if ((v.is_string() || v.is_array() || v.is_object()) && v.empty()) return;
-  ignored.push_back(path + "." + key);
+// The value at a dotted path under obj ("upgradePolicy.autoUpgrade"), or null.
+const Json& FieldAt(const Json& obj, std::string_view path) {
+  const Json* v = &obj;
+  for (const std::string& key : Split(path, '.')) v = &Field(*v, key.c_str());
+  return *v;
+}
+
+// Whether a field turns something on or names something: true, a non-empty
+// string, list or map, or a number. false, "", [], {} and null are NVIDIA's
+// chart's "not set" (it writes `configMapName: ""` and the like).
+bool IsSet(const Json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  if (v.is_array() || v.is_object()) return !v.empty();
+  return !v.is_null();
 }
 
 // Sections gpuop accepts but does not act on: reported when switched on.
@@ -96,10 +106,82 @@ constexpr const char* kSandboxSections[] = {
     "vfioManager", "sandboxDevicePlugin", "kataSandboxDevicePlugin",
     "vgpuManager", "vgpuDeviceManager",   "kataManager",
     "ccManager"};
-// Driver features gpuop does not implement; reported when turned on or set.
-constexpr const char* kDriverIgnoredKeys[] = {
-    "useNvidiaDriverCRD", "usePrecompiled",  "licensingConfig", "repoConfig",          "certConfig",
-    "kernelModuleConfig", "virtualTopology", "secretEnv",       "useOpenKernelModules"};
+
+// Fields of sections gpuop acts on that turn on or name something gpuop does
+// not implement: reported when set (IsSet).
+struct IgnoredField {
+  const char* section;
+  const char* path;
+};
+constexpr IgnoredField kIgnoredFields[] = {
+    {"operator", "metrics.serviceMonitor.enabled"},
+    {"driver", "useNvidiaDriverCRD"},
+    {"driver", "usePrecompiled"},
+    {"driver", "useOpenKernelModules"},
+    {"driver", "secretEnv"},
+    {"driver", "repoConfig.configMapName"},
+    {"driver", "certConfig.name"},
+    {"driver", "licensingConfig.configMapName"},
+    {"driver", "licensingConfig.secretName"},
+    {"driver", "kernelModuleConfig.name"},
+    {"driver", "virtualTopology.config"},
+    {"driver", "rdma.enabled"},
+    {"driver", "livenessProbe"},
+    {"driver", "readinessProbe"},
+    // No upgrade controller yet: a new driver version waits for its pods to
+    // be deleted (the driver DaemonSet updates OnDelete).
+    {"driver", "upgradePolicy.autoUpgrade"},
+    {"dcgmExporter", "serviceMonitor.enabled"},
+    {"dcgmExporter", "enablePodLabels"},
+    {"dcgmExporter", "enablePodUID"},
+    {"dcgmExporter", "podLabelAllowlistRegex"},
+    {"dcgmExporter", "hpcJobMapping.enabled"},
+    {"dcgmExporter", "annotations"},
+    {"cdi", "nriPluginEnabled"},
+};
+
+// NVIDIA's image of a component gpuop runs with its own image. NVIDIA's
+// chart names it in every ClusterPolicy it renders, so it is replaced
+// without a word, whatever its version (the version only picks one of
+// NVIDIA's builds of what gpuop replaces as a whole). Another repository or
+// image (a mirror, a fork) is reported: that image will not run.
+struct NvidiaImage {
+  const char* repository;
+  const char* image;
+};
+constexpr NvidiaImage kNvidiaDriverManagerImage = {"nvcr.io/nvidia/cloud-native",
+                                                   "k8s-driver-manager"};
+
+NvidiaImage NvidiaImageOf(Component c) {
+  switch (c) {
+    case Component::kContainerToolkit:
+      return {"nvcr.io/nvidia/k8s", "container-toolkit"};
+    case Component::kOperatorValidator:
+    case Component::kNodeStatusExporter:
+      return {"nvcr.io/nvidia", "gpu-operator"};
+    case Component::kDevicePlugin:
+    case Component::kGpuFeatureDiscovery:
+      return {"nvcr.io/nvidia", "k8s-device-plugin"};
+    case Component::kDcgmExporter:
+      return {"nvcr.io/nvidia/k8s", "dcgm-exporter"};
+    case Component::kMigManager:
+      return {"nvcr.io/nvidia/cloud-native", "k8s-mig-manager"};
+    case Component::kDriver:
+      break;
+  }
+  return {"", ""};
+}
+
+void AddImageFieldsUnlessNvidias(const Json& section, const std::string& path,
+                                 const NvidiaImage& nvidia, std::vector<std::string>& ignored) {
+  std::string repository = StringField(section, "repository");
+  std::string image = StringField(section, "image");
+  std::string version = StringField(section, "version");
+  if (repository == nvidia.repository && image == nvidia.image) return;
+  if (!repository.empty()) ignored.push_back(path + ".repository");
+  if (!image.empty()) ignored.push_back(path + ".image");
+  if (!version.empty()) ignored.push_back(path + ".version");
+}
 
 std::vector<std::string> IgnoredFields(const Json& spec) {
   std::vector<std::string> ignored;
@@ -117,30 +199,19 @@ std::vector<std::string> IgnoredFields(const Json& spec) {
       }
     }
   }
-  const Json& driver = Field(spec, "driver");
-  for (const char* key : kDriverIgnoredKeys) {
-    const Json& v = Field(driver, key);
-    if (v.is_boolean() ? v.get<bool>() : (!v.is_null() && !v.empty())) {
-      ignored.push_back(std::string("spec.driver.") + key);
+  for (const IgnoredField& f : kIgnoredFields) {
+    if (IsSet(FieldAt(Field(spec, f.section), f.path))) {
+      ignored.push_back(std::string("spec.") + f.section + "." + f.path);
     }
-  }
-  if (BoolField(Field(driver, "rdma"), "enabled", false)) {
-    ignored.push_back("spec.driver.rdma.enabled");
-  }
-  if (BoolField(Field(spec, "cdi"), "nriPluginEnabled", false)) {
-    ignored.push_back("spec.cdi.nriPluginEnabled");
   }
   // gpuop's own components (and the driver manager) run gpuop's image,
   // whatever the spec names.
-  for (const char* key : {"repository", "image", "version"}) {
-    AddIfSet(Field(driver, "manager"), "spec.driver.manager", key, ignored);
-  }
+  AddImageFieldsUnlessNvidias(Field(Field(spec, "driver"), "manager"), "spec.driver.manager",
+                              kNvidiaDriverManagerImage, ignored);
   for (Component c : kAllComponents) {
     if (c == Component::kDriver) continue;
-    std::string path = std::string("spec.") + Info(c).spec_key;
-    const Json& section = Field(spec, Info(c).spec_key);
-    for (const char* key : {"repository", "image", "version"})
-      AddIfSet(section, path, key, ignored);
+    AddImageFieldsUnlessNvidias(Field(spec, Info(c).spec_key),
+                                std::string("spec.") + Info(c).spec_key, NvidiaImageOf(c), ignored);
   }
   return ignored;
 }

@@ -1,12 +1,16 @@
 // Policy: a ClusterPolicy's spec read into what the operator acts on, with
-// NVIDIA's defaults filled in (the CRD has none, so a stored object is
-// exactly what the user wrote), and the spec fields gpuop accepts but does
-// not act on listed for status.ignoredFields.
+// NVIDIA's defaults filled in for what is absent (the CRD defaults some of
+// them too, with the same values, so an object stored before it did reads
+// the same), and the spec fields gpuop accepts but does not act on listed
+// for status.ignoredFields: what a user turned on or named, not the "off"
+// and empty values NVIDIA's chart writes into every ClusterPolicy.
 //
 // Components gpuop implements run gpuop's own image (one binary in one image:
 // OperatorEnv::gpuop_image, which the Helm chart sets to the operator's own
-// image); their repository/image/version fields are therefore reported as
-// ignored. The driver runs the configured driver image.
+// image). Their repository/image/version fields are reported as ignored
+// unless they name NVIDIA's image of that component, at any version (every
+// Helm-rendered ClusterPolicy names those). The driver runs the configured
+// driver image.
 //
 // Thread-safety: pure functions over values.
 #pragma once

@@ -36,11 +36,106 @@ TEST(PolicyTest, HelmDefaultsParse) {
   EXPECT_EQ(p->daemonsets.priority_class_name, "system-node-critical");
   EXPECT_TRUE(p->daemonsets.tolerations_set);
   EXPECT_EQ(p->daemonsets.max_unavailable, "1");
-  // NVIDIA's device-plugin image is named but gpuop runs its own: reported.
-  EXPECT_TRUE(Contains(p->ignored_fields, "spec.devicePlugin.image"));
-  EXPECT_FALSE(Contains(p->ignored_fields, "spec.driver.image"));
-  // Sandbox components are enabled in the chart but sandboxing is off.
-  EXPECT_FALSE(Contains(p->ignored_fields, "spec.vgpuManager.enabled"));
+  // Only what the chart turns on that gpuop does not do. Not the images
+  // NVIDIA's chart names for the components gpuop runs with its own image,
+  // nor the empty config names and sandbox components it always writes.
+  EXPECT_EQ(p->ignored_fields,
+            (std::vector<std::string>{"spec.driver.upgradePolicy.autoUpgrade",
+                                      "spec.dcgmExporter.serviceMonitor.enabled"}));
+}
+
+// The ClusterPolicy NVIDIA's own chart renders for the seed's install command
+// (--set driver.version=535.129.03 ...), as a user applies it unchanged.
+TEST(PolicyTest, NvidiaChartSeedParses) {
+  auto p = ParsePolicy(YamlToJson(YAML::LoadFile(std::string(GPUOP_SOURCE_DIR) +
+                                                 "/tests/fixtures/clusterpolicy/nvidia-v26.7.0/"
+                                                 "clusterpolicy-seed-flags.yaml")),
+                       Env());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->Get(Component::kDriver).image, "nvcr.io/nvidia/driver:535.129.03");
+  for (Component c : {Component::kContainerToolkit, Component::kDcgmExporter,
+                      Component::kMigManager, Component::kDevicePlugin}) {
+    EXPECT_TRUE(p->Enabled(c)) << ComponentName(c);
+    EXPECT_EQ(p->Get(c).image, "ghcr.io/gpuop/gpuop:1.2.3") << ComponentName(c);
+  }
+  EXPECT_EQ(p->ignored_fields,
+            (std::vector<std::string>{"spec.driver.upgradePolicy.autoUpgrade",
+                                      "spec.dcgmExporter.serviceMonitor.enabled"}));
+}
+
+// NVIDIA's image of a component gpuop runs itself is replaced silently at any
+// version; a mirror or a fork is reported.
+TEST(PolicyTest, ImagesOtherThanNvidiasAreReported) {
+  Json nvidias = {
+      {"repository", "nvcr.io/nvidia"}, {"image", "k8s-device-plugin"}, {"version", "v0.20.0"}};
+  Json cp = {{"spec",
+              {{"driver",
+                {{"enabled", false},
+                 {"manager",
+                  {{"repository", "nvcr.io/nvidia/cloud-native"},
+                   {"image", "k8s-driver-manager"},
+                   {"version", "v0.11.0"}}}}},
+               {"devicePlugin", nvidias},
+               {"gfd", nvidias},
+               {"validator",
+                {{"repository", "nvcr.io/nvidia"}, {"image", "gpu-operator"}, {"version", "v9"}}},
+               {"migManager", {{"repository", "mirror.local/nvidia"}}}}}};
+  cp["spec"]["gfd"]["version"] = "v0.17.0";
+  cp["spec"]["dcgmExporter"] = {
+      {"repository", "registry.local/fork"}, {"image", "dcgm-exporter"}, {"version", "v1"}};
+  auto p = ParsePolicy(cp, Env());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->ignored_fields,
+            (std::vector<std::string>{"spec.dcgmExporter.repository", "spec.dcgmExporter.image",
+                                      "spec.dcgmExporter.version", "spec.migManager.repository"}));
+  EXPECT_EQ(p->Get(Component::kGpuFeatureDiscovery).image, "ghcr.io/gpuop/gpuop:1.2.3");
+}
+
+// Each field gpuop keeps but does not act on is reported once set, and not
+// while it holds the "off" or empty value NVIDIA's chart writes.
+TEST(PolicyTest, FieldsGpuopDoesNotActOnAreReportedWhenSet) {
+  struct Case {
+    const char* path;  // under spec
+    Json set;
+    Json unset;
+  };
+  const Case cases[] = {
+      {"operator.metrics.serviceMonitor.enabled", true, false},
+      {"driver.useNvidiaDriverCRD", true, false},
+      {"driver.usePrecompiled", true, false},
+      {"driver.useOpenKernelModules", true, false},
+      {"driver.secretEnv", "driver-env", ""},
+      {"driver.repoConfig.configMapName", "repo-config", ""},
+      {"driver.certConfig.name", "certs", ""},
+      {"driver.licensingConfig.configMapName", "licensing", ""},
+      {"driver.licensingConfig.secretName", "licensing", ""},
+      {"driver.kernelModuleConfig.name", "kmod-params", ""},
+      {"driver.virtualTopology.config", "topology", ""},
+      {"driver.rdma.enabled", true, false},
+      {"driver.livenessProbe", {{"periodSeconds", 30}}, Json::object()},
+      {"driver.readinessProbe", {{"periodSeconds", 30}}, Json::object()},
+      {"driver.upgradePolicy.autoUpgrade", true, false},
+      {"dcgmExporter.serviceMonitor.enabled", true, false},
+      {"dcgmExporter.enablePodLabels", true, false},
+      {"dcgmExporter.enablePodUID", true, false},
+      {"dcgmExporter.podLabelAllowlistRegex", Json::array({"^app$"}), Json::array()},
+      {"dcgmExporter.hpcJobMapping.enabled", true, false},
+      {"dcgmExporter.annotations", {{"team", "ml"}}, Json::object()},
+      {"cdi.nriPluginEnabled", true, false},
+  };
+  for (const Case& c : cases) {
+    std::string pointer = std::string("/spec/") + c.path;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    Json cp = {{"spec", {{"driver", {{"enabled", false}}}}}};
+    cp[Json::json_pointer(pointer)] = c.unset;
+    auto p = ParsePolicy(cp, Env());
+    ASSERT_TRUE(p.ok()) << c.path << ": " << p.status().ToString();
+    EXPECT_TRUE(p->ignored_fields.empty()) << c.path << " reported while unset";
+    cp[Json::json_pointer(pointer)] = c.set;
+    p = ParsePolicy(cp, Env());
+    ASSERT_TRUE(p.ok()) << c.path << ": " << p.status().ToString();
+    EXPECT_EQ(p->ignored_fields, std::vector<std::string>{"spec." + std::string(c.path)});
+  }
 }
 
 TEST(PolicyTest, MinimalHasDefaults) {
