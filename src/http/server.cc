@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <list>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -56,6 +58,47 @@ Result<std::pair<std::string, int>> ParseListen(std::string_view listen, std::st
   return std::make_pair(host, static_cast<int>(*p));
 }
 
+size_t DefaultMaxConnections() {
+  constexpr size_t kFallback = 1024;  // the usual soft limit
+  rlimit limit{};
+  size_t fds = kFallback;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    fds = static_cast<size_t>(limit.rlim_cur);
+  }
+  const size_t reserve = std::max<size_t>(64, fds / 4);
+  return fds > reserve + 16 ? fds - reserve : 16;
+}
+
+std::string ConnectionMetrics(
+    std::initializer_list<std::pair<std::string_view, const ConnectionCounters*>> servers) {
+  std::string out;
+  auto head = [&](std::string_view name, std::string_view type, std::string_view help) {
+    out.append("# HELP gpuop_http_connections_").append(name).append(" ").append(help);
+    out.append("\n# TYPE gpuop_http_connections_").append(name).append(" ").append(type);
+    out.append("\n");
+  };
+  auto sample = [&](std::string_view name, std::string_view server, std::string_view phase,
+                    uint64_t value) {
+    out.append("gpuop_http_connections_").append(name).append("{server=").append(JsonQuote(server));
+    if (!phase.empty()) out.append(",phase=\"").append(phase).append("\"");
+    out.append("} ").append(std::to_string(value)).append("\n");
+  };
+  head("open", "gauge", "Connections open now.");
+  for (const auto& [server, c] : servers) sample("open", server, "", c->open.load());
+  head("refused_total", "counter", "New connections refused: none could be shed to make room.");
+  for (const auto& [server, c] : servers) sample("refused_total", server, "", c->refused.load());
+  head("shed_total", "counter", "Idle or half-sent connections closed to make room for new ones.");
+  for (const auto& [server, c] : servers) sample("shed_total", server, "", c->shed.load());
+  head("timed_out_total", "counter",
+       "Connections closed for a bound: request head, keep-alive idle, or answer not taken.");
+  for (const auto& [server, c] : servers) {
+    sample("timed_out_total", server, "header", c->header_timeouts.load());
+    sample("timed_out_total", server, "idle", c->idle_timeouts.load());
+    sample("timed_out_total", server, "write", c->write_timeouts.load());
+  }
+  return out;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -63,10 +106,6 @@ using Clock = std::chrono::steady_clock;
 // Request line and headers; a scraper's request is a few hundred bytes.
 constexpr size_t kMaxRequestHead = 16 * 1024;
 constexpr size_t kReadChunk = 64 * 1024;
-// Beyond this many open connections new ones are accepted and closed at once,
-// so a flood cannot run the process out of descriptors.
-constexpr size_t kMaxConnections = 1024;
-constexpr auto kIdleTimeout = std::chrono::seconds(60);
 // After the last response on a closing connection the server shuts its side
 // and reads what the peer still sends (so the kernel does not answer unread
 // data with a reset that could destroy the response), for at most this long.
@@ -77,6 +116,9 @@ constexpr size_t kMaxQueuedResponses = 32;
 // When accept fails for want of descriptors, the listener rests this long
 // (level-triggered epoll would otherwise report it again at once).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Connections accepted per wake-up before the ones already open are served, so
+// a flood of newcomers cannot shed a scraper before its request is read.
+constexpr int kMaxAcceptsPerWake = 64;
 constexpr int kMaxIovecs = 64;
 
 // The status line's reason: the standard phrase, or the class's.
@@ -213,28 +255,47 @@ struct Outgoing {
   size_t size() const { return head.size() + (shared ? shared->size() : 0) + body.size(); }
 };
 
+// What a connection waits for; each phase has its own time bound, counted
+// from `since`.
+enum class Phase {
+  kHeader,  // a request head (from accept, or from its first byte)
+  kIdle,    // a next request on a keep-alive connection
+  kWrite,   // the peer to take the front answer
+  kLinger,  // the peer to close after our last answer
+};
+
 struct Connection {
   int fd = -1;
   std::string in;  // received, not yet parsed
   std::deque<Outgoing> out;
-  Clock::time_point last_active;
-  uint32_t events = 0;       // what epoll watches now
-  bool close_after = false;  // the last queued answer ends the connection
-  bool peer_eof = false;     // the peer shut its side
-  bool lingering = false;    // our side shut; reading until the peer closes
-  bool closed = false;       // for stale events in the same epoll batch
+  Phase phase = Phase::kHeader;
+  Clock::time_point since;
+  std::list<Connection*>::iterator lru;  // its place in Impl::lru
+  uint32_t events = 0;                   // what epoll watches now
+  bool close_after = false;              // the last queued answer ends the connection
+  bool peer_eof = false;                 // the peer shut its side
+  bool lingering = false;                // our side shut; reading until the peer closes
+  bool closed = false;                   // for stale events in the same epoll batch
 };
 
 }  // namespace
 
 struct Server::Impl {
   std::map<std::string, Handler> routes;
+  ServerOptions options;
+  ConnectionCounters own_counters;
+  ConnectionCounters* counters = &own_counters;
+  // How late a deadline may be noticed: scans of every connection are spaced
+  // by this, so many deadlines cost one scan.
+  Clock::duration scan_slack{};
   std::string host;
   int port = 0;
   int listen_fd = -1;
   int epoll_fd = -1;
   int wake_fd = -1;
   std::unordered_map<int, std::unique_ptr<Connection>> connections;
+  // Every open connection, least recently active first: whom to shed.
+  std::list<Connection*> lru;
   // Closed in this epoll batch; freed after it so stale events can see `closed`.
   std::vector<std::unique_ptr<Connection>> graveyard;
   Clock::time_point next_scan = Clock::time_point::max();
@@ -253,13 +314,19 @@ struct Server::Impl {
 
   void Run(std::stop_token stop);
   void Accept(Clock::time_point now);
+  // Closes a connection to make room; false when none may be shed.
+  bool Shed();
+  void SetPhase(Connection* c, Phase phase, Clock::time_point now);
+  void Touch(Connection* c) { lru.splice(lru.end(), lru, c->lru); }
+  Clock::duration Timeout(Phase phase) const;
   void OnEvent(Connection* c, uint32_t events, Clock::time_point now);
   void Progress(Connection* c, Clock::time_point now);
   void Serve(Connection* c, const Request& req);
   void Queue(Connection* c, int status, std::string_view content_type, std::string body,
              std::shared_ptr<const std::string> shared, bool head_only, bool keep_alive,
              bool http10_keep_alive, std::string_view extra_headers = {});
-  bool Flush(Connection* c);  // false: the connection broke and is closed
+  // false: the connection broke and is closed.
+  bool Flush(Connection* c, Clock::time_point now);
   void Watch(Connection* c, uint32_t events);
   void Close(Connection* c);
   void Scan(Clock::time_point now);
@@ -274,10 +341,32 @@ void Server::Impl::Watch(Connection* c, uint32_t events) {
   if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
 }
 
+Clock::duration Server::Impl::Timeout(Phase phase) const {
+  switch (phase) {
+    case Phase::kHeader:
+      return options.header_timeout;
+    case Phase::kIdle:
+      return options.idle_timeout;
+    case Phase::kWrite:
+      return options.write_timeout;
+    case Phase::kLinger:
+      break;
+  }
+  return kLingerTimeout;
+}
+
+void Server::Impl::SetPhase(Connection* c, Phase phase, Clock::time_point now) {
+  c->phase = phase;
+  c->since = now;
+  next_scan = std::min(next_scan, now + Timeout(phase));
+}
+
 void Server::Impl::Close(Connection* c) {
   if (c->closed) return;
   c->closed = true;
   ::close(c->fd);  // also drops it from the epoll set
+  lru.erase(c->lru);
+  counters->open.fetch_sub(1, std::memory_order_relaxed);
   auto it = connections.find(c->fd);
   if (it != connections.end()) {
     graveyard.push_back(std::move(it->second));
@@ -290,16 +379,38 @@ void Server::Impl::CloseAll() {
     c->closed = true;
     ::close(fd);
   }
+  counters->open.fetch_sub(connections.size(), std::memory_order_relaxed);
+  lru.clear();
   connections.clear();
   graveyard.clear();
 }
 
+bool Server::Impl::Shed() {
+  // Idle (nothing received or queued) before a half-sent request head; one
+  // that is being answered is never shed.
+  Connection* victim = nullptr;
+  for (Connection* c : lru) {
+    if (!c->out.empty()) continue;
+    if (c->in.empty()) {
+      victim = c;
+      break;
+    }
+    if (victim == nullptr) victim = c;
+  }
+  if (victim == nullptr) return false;
+  Close(victim);
+  counters->shed.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void Server::Impl::Accept(Clock::time_point now) {
-  for (;;) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake;) {
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (Shed()) continue;  // its descriptor is free now
+        counters->refused.fetch_add(1, std::memory_order_relaxed);
         LogWarn("http server: cannot accept a connection, pausing the listener",
                 {{"address", host + ":" + std::to_string(port)}, {"error", std::strerror(errno)}});
         epoll_event ev{};
@@ -310,15 +421,16 @@ void Server::Impl::Accept(Clock::time_point now) {
       }
       return;  // EAGAIN: all taken
     }
-    if (connections.size() >= kMaxConnections) {
+    ++accepted;
+    if (connections.size() >= options.max_connections && !Shed()) {
       ::close(fd);
+      counters->refused.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // small answers: no Nagle delay
     auto c = std::make_unique<Connection>();
     c->fd = fd;
-    c->last_active = now;
     c->events = EPOLLIN;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -327,8 +439,10 @@ void Server::Impl::Accept(Clock::time_point now) {
       ::close(fd);
       continue;
     }
+    SetPhase(c.get(), Phase::kHeader, now);
+    c->lru = lru.insert(lru.end(), c.get());
+    counters->open.fetch_add(1, std::memory_order_relaxed);
     connections.emplace(fd, std::move(c));
-    next_scan = std::min(next_scan, now + kIdleTimeout);
   }
 }
 
@@ -401,7 +515,7 @@ void Server::Impl::Serve(Connection* c, const Request& req) {
         keep_alive, ka10);
 }
 
-bool Server::Impl::Flush(Connection* c) {
+bool Server::Impl::Flush(Connection* c, Clock::time_point now) {
   while (!c->out.empty()) {
     iovec iov[kMaxIovecs];
     int n_iov = 0;
@@ -431,6 +545,7 @@ bool Server::Impl::Flush(Connection* c) {
       return false;
     }
     size_t written = static_cast<size_t>(n);
+    if (written > 0) Touch(c);
     while (written > 0 && !c->out.empty()) {
       Outgoing& o = c->out.front();
       size_t left = o.size() - o.sent;
@@ -440,6 +555,7 @@ bool Server::Impl::Flush(Connection* c) {
       } else {
         written -= left;
         c->out.pop_front();  // releases the shared page
+        c->since = now;      // the next answer's time starts
       }
     }
   }
@@ -447,6 +563,7 @@ bool Server::Impl::Flush(Connection* c) {
 }
 
 void Server::Impl::Progress(Connection* c, Clock::time_point now) {
+  bool served = false;
   for (;;) {
     // Parse what is buffered, up to the queue bound.
     size_t pos = 0;
@@ -487,9 +604,11 @@ void Server::Impl::Progress(Connection* c, Clock::time_point now) {
     }
     if (c->close_after) pos = c->in.size();  // nothing after a closing answer is read
     c->in.erase(0, pos);
+    served = served || parsed > 0 || !c->out.empty();
 
-    if (!Flush(c)) return;
+    if (!Flush(c, now)) return;
     if (!c->out.empty()) {
+      if (c->phase != Phase::kWrite) SetPhase(c, Phase::kWrite, now);
       Watch(c, EPOLLOUT);  // wait for the peer to read; no more input until then
       return;
     }
@@ -501,8 +620,7 @@ void Server::Impl::Progress(Connection* c, Clock::time_point now) {
       // Shut our side and read until the peer closes, so the answer arrives whole.
       ::shutdown(c->fd, SHUT_WR);
       c->lingering = true;
-      c->last_active = now;
-      next_scan = std::min(next_scan, now + kLingerTimeout);
+      SetPhase(c, Phase::kLinger, now);
       Watch(c, EPOLLIN);
       return;
     }
@@ -510,6 +628,13 @@ void Server::Impl::Progress(Connection* c, Clock::time_point now) {
       if (c->peer_eof) {
         Close(c);  // answered all it sent; a partial request can never complete
         return;
+      }
+      // The clock of the next request head starts with its first byte; a
+      // connection that never sent one keeps the clock of its accept.
+      if (!c->in.empty() && (served || c->phase != Phase::kHeader)) {
+        SetPhase(c, Phase::kHeader, now);
+      } else if (c->in.empty() && (served || c->phase == Phase::kWrite)) {
+        SetPhase(c, Phase::kIdle, now);
       }
       Watch(c, EPOLLIN);
       return;
@@ -536,16 +661,15 @@ void Server::Impl::OnEvent(Connection* c, uint32_t events, Clock::time_point now
     ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
     if (n > 0) {
       c->in.append(buf, static_cast<size_t>(n));
-      c->last_active = now;
+      Touch(c);
+      if (c->phase == Phase::kIdle) SetPhase(c, Phase::kHeader, now);
     } else if (n == 0) {
       c->peer_eof = true;
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       Close(c);
       return;
     }
-  } else if (events & EPOLLOUT) {
-    c->last_active = now;
-  } else if (events & (EPOLLERR | EPOLLHUP)) {
+  } else if (!(events & EPOLLOUT) && (events & (EPOLLERR | EPOLLHUP))) {
     Close(c);
     return;
   }
@@ -556,14 +680,30 @@ void Server::Impl::Scan(Clock::time_point now) {
   next_scan = Clock::time_point::max();
   std::vector<Connection*> expired;
   for (auto& [fd, c] : connections) {
-    Clock::time_point deadline = c->last_active + (c->lingering ? kLingerTimeout : kIdleTimeout);
+    Clock::time_point deadline = c->since + Timeout(c->phase);
     if (deadline <= now) {
       expired.push_back(c.get());
     } else {
       next_scan = std::min(next_scan, deadline);
     }
   }
-  for (Connection* c : expired) Close(c);
+  for (Connection* c : expired) {
+    switch (c->phase) {
+      case Phase::kHeader:
+        counters->header_timeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case Phase::kIdle:
+        counters->idle_timeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case Phase::kWrite:
+        counters->write_timeouts.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case Phase::kLinger:
+        break;  // the answer went out; the peer just did not close
+    }
+    Close(c);
+  }
+  if (next_scan != Clock::time_point::max()) next_scan = std::max(next_scan, now + scan_slack);
 }
 
 void Server::Impl::Run(std::stop_token stop) {
@@ -657,11 +797,27 @@ int BoundPort(int fd) {
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(std::string_view listen, std::string_view flag,
-                                              std::map<std::string, Handler> routes) {
+                                              std::map<std::string, Handler> routes,
+                                              ServerOptions options) {
   GPUOP_ASSIGN_OR_RETURN(auto hostport, ParseListen(listen, flag));
+  for (auto [name, timeout] : {std::pair{"header", options.header_timeout},
+                               {"idle", options.idle_timeout},
+                               {"write", options.write_timeout}}) {
+    if (timeout <= std::chrono::milliseconds::zero()) {
+      return InvalidArgument(std::string("the HTTP server's ") + name + " timeout for " +
+                             std::string(flag) + " must be positive");
+    }
+  }
+  if (options.max_connections == 0) options.max_connections = DefaultMaxConnections();
   auto impl = std::make_unique<Impl>();
   impl->host = hostport.first;
   impl->routes = std::move(routes);
+  if (options.counters != nullptr) impl->counters = options.counters;
+  // An eighth of the shortest bound, within 1 ms .. 1 s.
+  impl->scan_slack = std::clamp<Clock::duration>(
+      std::min({options.header_timeout, options.idle_timeout, options.write_timeout}) / 8,
+      std::chrono::milliseconds(1), std::chrono::seconds(1));
+  impl->options = options;
   impl->listen_fd = Listen(impl->host, hostport.second);
   if (impl->listen_fd >= 0) impl->port = BoundPort(impl->listen_fd);
   if (impl->listen_fd < 0 || impl->port <= 0) {
@@ -687,6 +843,8 @@ Result<std::unique_ptr<Server>> Server::Start(std::string_view listen, std::stri
 }
 
 int Server::port() const { return impl_->port; }
+
+const ConnectionCounters& Server::counters() const { return *impl_->counters; }
 
 std::string Server::address() const {
   std::string host =

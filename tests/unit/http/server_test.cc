@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,6 +128,14 @@ class Client {
     return Read();
   }
 
+  // Whether the server has closed the connection (EOF or reset), without
+  // waiting: false while it is open and silent.
+  bool ClosedNow() {
+    char c;
+    ssize_t n = ::recv(fd_, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
   // Whether the server closed the connection with nothing more to say.
   bool AtEof() {
     if (!buf_.empty()) return false;
@@ -154,8 +163,8 @@ Response Text(std::string body) { return Response{.body = std::move(body)}; }
 
 class ServerTest : public ::testing::Test {
  protected:
-  void StartServer(std::map<std::string, Handler> routes) {
-    auto s = Server::Start("127.0.0.1:0", "--listen", std::move(routes));
+  void StartServer(std::map<std::string, Handler> routes, ServerOptions options = {}) {
+    auto s = Server::Start("127.0.0.1:0", "--listen", std::move(routes), options);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
   }
@@ -504,6 +513,179 @@ TEST_F(ServerTest, StopFromAHandlerDoesNotDeadlock) {
   server_->Stop();
   Client late(port());
   EXPECT_FALSE(late.connected());
+}
+
+// Bounds for the tests below: the one under test short, the others far away.
+ServerOptions Bounds(std::chrono::milliseconds header, std::chrono::milliseconds idle,
+                     std::chrono::milliseconds write) {
+  return ServerOptions{.header_timeout = header, .idle_timeout = idle, .write_timeout = write};
+}
+constexpr std::chrono::milliseconds kShort(200);
+constexpr std::chrono::milliseconds kLong(std::chrono::minutes(10));
+
+// A flood of silent connections cannot lock a scraper out: beyond the limit
+// the least recently active idle connections are closed, never the newcomer.
+TEST_F(ServerTest, IdleConnectionsBeyondTheLimitAreShedForANewcomer) {
+  ServerOptions options;
+  options.max_connections = 8;
+  StartServer({{"/metrics", [] { return Text("up 1\n"); }}}, options);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 20; ++i) {
+    idle.push_back(std::make_unique<Client>(port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  const ConnectionCounters& counters = server_->counters();
+  ASSERT_TRUE(WaitFor([&] { return counters.shed == 12; })) << counters.shed;
+
+  Client scraper(port());
+  auto r = scraper.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "up 1\n");
+  EXPECT_EQ(counters.shed, 13);
+  EXPECT_EQ(counters.refused, 0);
+  EXPECT_EQ(counters.open, 8);
+  // Oldest first: the first 13 are gone, the last 7 still open.
+  for (int i = 0; i < 13; ++i) EXPECT_TRUE(idle[i]->AtEof()) << i;
+  for (int i = 13; i < 20; ++i) EXPECT_FALSE(idle[i]->ClosedNow()) << i;
+}
+
+// A connection with a request head under way is shed only when no idle one is
+// left, even when it is the least recently active.
+TEST_F(ServerTest, IdleConnectionsAreShedBeforeHalfSentRequests) {
+  ServerOptions options;
+  options.max_connections = 2;
+  StartServer({{"/a", [] { return Text("a"); }}}, options);
+  Client half(port());
+  // One answer read means the server has read the whole send, so it holds the
+  // second request's first line.
+  ASSERT_TRUE(half.Send("GET /a HTTP/1.1\r\n\r\nGET /a HTTP/1.1\r\n"));
+  ASSERT_TRUE(half.Read());
+  Client idle(port());
+  ASSERT_TRUE(idle.connected());
+  Client newcomer(port());
+  auto r = newcomer.Get("/a");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(idle.AtEof());
+  ASSERT_TRUE(half.Send("\r\n"));
+  auto finished = half.Read();
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(finished->status, 200);
+  EXPECT_EQ(server_->counters().shed, 1);
+}
+
+// Slowloris: every byte arrives in time, but the head as a whole does not.
+TEST_F(ServerTest, HeadersTrickledByteByByteAreCutOffAtTheHeaderTimeout) {
+  StartServer({{"/a", [] { return Text("a"); }}}, Bounds(kShort, kLong, kLong));
+  Client slow(port());
+  const std::string head = "GET /a HTTP/1.1\r\nX-Slow: ";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool closed = false;
+  for (size_t i = 0; !closed && std::chrono::steady_clock::now() < give_up; ++i) {
+    closed =
+        !slow.Send(i < head.size() ? std::string_view(head).substr(i, 1) : "x") || slow.ClosedNow();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(server_->counters().header_timeouts, 1);
+  EXPECT_EQ(server_->counters().idle_timeouts, 0);
+}
+
+TEST_F(ServerTest, SilentConnectionIsClosedAtTheHeaderTimeout) {
+  StartServer({{"/a", [] { return Text("a"); }}}, Bounds(kShort, kLong, kLong));
+  Client silent(port());
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.AtEof());
+  EXPECT_EQ(server_->counters().header_timeouts, 1);
+}
+
+TEST_F(ServerTest, IdleKeepAliveIsClosedAtTheIdleTimeout) {
+  StartServer({{"/a", [] { return Text("a"); }}}, Bounds(kLong, kShort, kLong));
+  Client c(port());
+  auto r = c.Get("/a");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(c.AtEof());
+  EXPECT_EQ(server_->counters().idle_timeouts, 1);
+  EXPECT_EQ(server_->counters().header_timeouts, 0);
+  EXPECT_TRUE(WaitFor([&] { return server_->counters().open == 0; }));
+}
+
+// A reader that does not take its answer is dropped, and the page it held is
+// let go.
+TEST_F(ServerTest, SlowReaderIsDroppedAtTheWriteTimeout) {
+  auto page = std::make_shared<const std::string>(16u << 20, 'm');
+  const long held_here = page.use_count();
+  StartServer(
+      {{"/big", [&] { return Response{.shared_body = page}; }}, {"/a", [] { return Text("a"); }}},
+      Bounds(kLong, kLong, kShort));
+  Client slow(port(), /*rcvbuf=*/4096);
+  ASSERT_TRUE(slow.Send("GET /big HTTP/1.1\r\nHost: test\r\n\r\n"));
+  ASSERT_TRUE(WaitFor([&] { return server_->counters().write_timeouts == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return page.use_count() == held_here; }));
+  EXPECT_FALSE(slow.Read());  // cut short
+  Client other(port());
+  EXPECT_TRUE(other.Get("/a"));
+}
+
+TEST(ServerStartTest, BoundsMustBePositive) {
+  auto s = Server::Start("127.0.0.1:0", "--listen", {},
+                         Bounds(std::chrono::milliseconds(0), kLong, kLong));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "the HTTP server's header timeout for --listen must be positive");
+}
+
+TEST(ServerStartTest, TheConnectionLimitFollowsTheDescriptorLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 4096) {
+    GTEST_SKIP() << "the hard descriptor limit is below 4096";
+  }
+  auto with_soft_limit = [&](rlim_t soft) {
+    rlimit lowered = saved;
+    lowered.rlim_cur = soft;
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+    return DefaultMaxConnections();
+  };
+  EXPECT_EQ(with_soft_limit(4096), 3072u);
+  EXPECT_EQ(with_soft_limit(1024), 768u);
+  EXPECT_EQ(with_soft_limit(200), 136u);  // keeps at least 64
+  EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
+TEST(ConnectionMetricsTest, OneFamilyPerCounterAndALabelPerServer) {
+  ConnectionCounters metrics, health;
+  metrics.open = 3;
+  metrics.refused = 1;
+  metrics.shed = 7;
+  metrics.header_timeouts = 2;
+  health.idle_timeouts = 4;
+  health.write_timeouts = 5;
+  EXPECT_EQ(ConnectionMetrics({{"metrics", &metrics}, {"health", &health}}),
+            "# HELP gpuop_http_connections_open Connections open now.\n"
+            "# TYPE gpuop_http_connections_open gauge\n"
+            "gpuop_http_connections_open{server=\"metrics\"} 3\n"
+            "gpuop_http_connections_open{server=\"health\"} 0\n"
+            "# HELP gpuop_http_connections_refused_total New connections refused: none could be "
+            "shed to make room.\n"
+            "# TYPE gpuop_http_connections_refused_total counter\n"
+            "gpuop_http_connections_refused_total{server=\"metrics\"} 1\n"
+            "gpuop_http_connections_refused_total{server=\"health\"} 0\n"
+            "# HELP gpuop_http_connections_shed_total Idle or half-sent connections closed to "
+            "make room for new ones.\n"
+            "# TYPE gpuop_http_connections_shed_total counter\n"
+            "gpuop_http_connections_shed_total{server=\"metrics\"} 7\n"
+            "gpuop_http_connections_shed_total{server=\"health\"} 0\n"
+            "# HELP gpuop_http_connections_timed_out_total Connections closed for a bound: "
+            "request head, keep-alive idle, or answer not taken.\n"
+            "# TYPE gpuop_http_connections_timed_out_total counter\n"
+            "gpuop_http_connections_timed_out_total{server=\"metrics\",phase=\"header\"} 2\n"
+            "gpuop_http_connections_timed_out_total{server=\"metrics\",phase=\"idle\"} 0\n"
+            "gpuop_http_connections_timed_out_total{server=\"metrics\",phase=\"write\"} 0\n"
+            "gpuop_http_connections_timed_out_total{server=\"health\",phase=\"header\"} 0\n"
+            "gpuop_http_connections_timed_out_total{server=\"health\",phase=\"idle\"} 4\n"
+            "gpuop_http_connections_timed_out_total{server=\"health\",phase=\"write\"} 5\n");
 }
 
 TEST(ServerStartTest, PortZeroTellsThePortAndAddress) {
