@@ -94,9 +94,19 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
   auto exp = exporter::Exporter::Start(std::move(o));
   if (!exp.ok()) return Fail(exp.status());
   exporter::Exporter* e = exp->get();
-  auto server = http::Server::Start(
-      f.listen, "--listen",
-      {{"/metrics", [e] { return e->Metrics(); }}, {"/health", [e] { return e->Health(); }}});
+  http::ConnectionCounters connections;
+  auto server =
+      http::Server::Start(f.listen, "--listen",
+                          {{"/metrics",
+                            [e, &connections] {
+                              http::Response r = e->Metrics();
+                              if (r.status == 200) {
+                                r.body += http::ConnectionMetrics({{"metrics", &connections}});
+                              }
+                              return r;
+                            }},
+                           {"/health", [e] { return e->Health(); }}},
+                          {.counters = &connections});
   if (!server.ok()) return Fail(server.status());
   LogInfo("exporter started",
           {{"address", (*server)->address()},

@@ -60,22 +60,29 @@ int RunOperator(const OperatorFlags& f) {
   if (Status s = controller.Setup(); !s.ok()) return Fail(s);
 
   std::atomic<bool> leading{!f.leader_elect};
+  http::ConnectionCounters metrics_connections, health_connections;
   auto metrics = http::Server::Start(
       f.metrics_addr, "--metrics-addr",
-      {{"/metrics", [&] {
+      {{"/metrics",
+        [&] {
           return http::Response{.content_type = "text/plain; version=0.0.4; charset=utf-8",
-                                .body = controller.metrics().Exposition()};
-        }}});
+                                .body = controller.metrics().Exposition() +
+                                        http::ConnectionMetrics({{"metrics", &metrics_connections},
+                                                                 {"health", &health_connections}})};
+        }}},
+      {.counters = &metrics_connections});
   if (!metrics.ok()) return Fail(metrics.status());
   auto health =
       http::Server::Start(f.health_addr, "--health-addr",
                           {{"/healthz", [] { return http::Response{.body = "ok"}; }},
-                           {"/readyz", [&] {
+                           {"/readyz",
+                            [&] {
                               // A follower is ready to take over; a leader once its caches synced.
                               bool ready = !leading.load() || controller.Ready();
                               return http::Response{.status = ready ? 200 : 503,
                                                     .body = ready ? "ok" : "caches not synced yet"};
-                            }}});
+                            }}},
+                          {.counters = &health_connections});
   if (!health.ok()) return Fail(health.status());
   LogInfo("operator serving", {{"metrics", (*metrics)->address()},
                                {"health", (*health)->address()},

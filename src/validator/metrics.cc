@@ -121,11 +121,13 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const Options& o, kube::Client
   routes["/metrics"] = [self] {
     http::Response r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = RenderNodeMetrics(self->Snapshot());
+    r.body = RenderNodeMetrics(self->Snapshot()) +
+             http::ConnectionMetrics({{"metrics", &self->connections_}});
     return r;
   };
   routes["/healthz"] = [] { return http::Response{200, "text/plain; charset=utf-8", "ok\n", {}}; };
-  auto server = http::Server::Start(listen, "METRICS_PORT", std::move(routes));
+  auto server = http::Server::Start(listen, "METRICS_PORT", std::move(routes),
+                                    {.counters = &e->connections_});
   if (!server.ok()) return server.status().Annotate("node-status exporter");
   e->server_ = std::move(server).value();
   e->thread_ = std::jthread([self, interval](std::stop_token stop) {

@@ -67,7 +67,8 @@ class Exporter {
   Options o_;
   kube::Client* client_;
   mutable std::mutex mu_;
-  NodeMetrics probed_;  // GUARDED_BY(mu_)
+  NodeMetrics probed_;                    // GUARDED_BY(mu_)
+  http::ConnectionCounters connections_;  // outlives server_
   std::unique_ptr<http::Server> server_;
   std::jthread thread_;
 };
