@@ -17,6 +17,11 @@ std::string ToLower(std::string_view s);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 // A JSON string literal, with quotes and escapes.
 std::string JsonQuote(std::string_view s);
+// For an error message that quotes an input: `text` whole when it has at
+// most `max_bytes`, else its first `max_bytes` (cut between UTF-8 characters)
+// and "... (N bytes)". Errors go to logs, and a misdirected path may point at
+// a secret, so no input is quoted whole. Escape line breaks before.
+std::string Excerpt(std::string_view text, size_t max_bytes = 80);
 // Strict unsigned parse of the whole string (decimal, or hex with 0x).
 std::optional<uint64_t> ParseUint(std::string_view s);
 // Standard base64 (RFC 4648, '+' and '/'), as kubeconfig *-data fields and

@@ -15,7 +15,23 @@ using nlohmann::json;
 constexpr std::string_view kResourcePrefix = "nvidia.com/";
 constexpr size_t kMaxResourceNameLength = 63;
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// Values are quoted in errors as excerpts (see Excerpt).
+std::string Quote(std::string_view s) { return "\"" + Excerpt(s) + "\""; }
+std::string Got(const json& v) { return Excerpt(v.dump()); }
+
+// "line N" of the first line of `text` that holds YAML content: where a
+// document that is not a mapping starts.
+std::string FirstContentLine(std::string_view text) {
+  size_t line = 1;
+  for (std::string_view rest = text; !rest.empty(); ++line) {
+    size_t eol = rest.find('\n');
+    std::string_view t = Trim(rest.substr(0, eol));
+    if (!t.empty() && t[0] != '#' && t != "---") break;
+    if (eol == std::string_view::npos) break;
+    rest.remove_prefix(eol + 1);
+  }
+  return "line " + std::to_string(line);
+}
 
 // Go's strconv.ParseBool, which urfave/cli applies to boolean env variables.
 std::optional<bool> ParseGoBool(std::string_view s) {
@@ -117,7 +133,7 @@ class FileParser {
   // `j` must be an object whose keys are all in `known`.
   Status Object(const json& j, const std::string& path,
                 std::initializer_list<std::string_view> known) const {
-    if (!j.is_object()) return Fail(path, "must be a mapping, got " + j.dump());
+    if (!j.is_object()) return Fail(path, "must be a mapping, got " + Got(j));
     for (const auto& [key, value] : j.items()) {
       bool ok = false;
       for (std::string_view k : known) ok = ok || key == k;
@@ -135,7 +151,7 @@ class FileParser {
     const json* v = Field(obj, key);
     if (!v) return Status::Ok();
     if (!v->is_boolean()) {
-      return Fail(Child(path, key), "must be true or false, got " + v->dump());
+      return Fail(Child(path, key), "must be true or false, got " + Got(*v));
     }
     *out = v->get<bool>();
     return Status::Ok();
@@ -145,7 +161,7 @@ class FileParser {
                 std::string* out) const {
     const json* v = Field(obj, key);
     if (!v) return Status::Ok();
-    if (!v->is_string()) return Fail(Child(path, key), "must be a string, got " + v->dump());
+    if (!v->is_string()) return Fail(Child(path, key), "must be a string, got " + Got(*v));
     *out = v->get<std::string>();
     return Status::Ok();
   }
@@ -221,13 +237,13 @@ class FileParser {
         for (const json& e : *v) {
           if (!e.is_string()) {
             return Fail(Child(p, "deviceListStrategy"),
-                        "must be a string or a list of strings, got " + v->dump());
+                        "must be a string or a list of strings, got " + Got(*v));
           }
           names.push_back(e.get<std::string>());
         }
       } else {
         return Fail(Child(p, "deviceListStrategy"),
-                    "must be a string or a list of strings, got " + v->dump());
+                    "must be a string or a list of strings, got " + Got(*v));
       }
       auto s = ParseDeviceListStrategy(names);
       if (!s.ok()) return Fail(Child(p, "deviceListStrategy"), s.status().message());
@@ -268,7 +284,7 @@ class FileParser {
       const json* list = Field(j, key);
       if (!list) continue;
       std::string p = Child("resources", key);
-      if (!list->is_array()) return Fail(p, "must be a list, got " + list->dump());
+      if (!list->is_array()) return Fail(p, "must be a list, got " + Got(*list));
       for (size_t i = 0; i < list->size(); ++i) {
         std::string ep = p + "[" + std::to_string(i) + "]";
         const json& e = (*list)[i];
@@ -312,7 +328,7 @@ class FileParser {
     const json* replicas = Field(j, "replicas");
     if (!replicas) return Fail(Child(p, "replicas"), "missing; set replicas: 2 or more");
     if (!replicas->is_number_integer()) {
-      return Fail(Child(p, "replicas"), "must be an integer, got " + replicas->dump());
+      return Fail(Child(p, "replicas"), "must be an integer, got " + Got(*replicas));
     }
     int64_t n = replicas->get<int64_t>();
     if (n < 2) {
@@ -329,7 +345,7 @@ class FileParser {
   Status Devices(const json& d, const std::string& p, ReplicaDevices* out) const {
     if (d.is_string()) {
       if (d.get<std::string>() != "all") {
-        return Fail(p, "the only string allowed is \"all\", got " + d.dump() +
+        return Fail(p, "the only string allowed is \"all\", got " + Got(d) +
                            "; or give a count or a list of indexes/UUIDs");
       }
       *out = ReplicaDevices{};
@@ -343,7 +359,7 @@ class FileParser {
     }
     if (!d.is_array() || d.empty()) {
       return Fail(
-          p, "must be \"all\", a count, or a non-empty list of indexes or UUIDs, got " + d.dump());
+          p, "must be \"all\", a count, or a non-empty list of indexes or UUIDs, got " + Got(d));
     }
     ReplicaDevices r{.all = false, .count = 0, .list = {}};
     for (size_t i = 0; i < d.size(); ++i) {
@@ -355,7 +371,7 @@ class FileParser {
         ref = e.get<std::string>();
       } else {
         return Fail(p + "[" + std::to_string(i) + "]",
-                    "not a device: " + e.dump() +
+                    "not a device: " + Got(e) +
                         "; use a GPU index (0), a MIG index (\"0:1\") or a GPU-/MIG- UUID");
       }
       r.list.push_back(std::move(ref));
@@ -378,7 +394,7 @@ class FileParser {
     if (!list || (list->is_array() && list->empty())) {
       return Fail(rp, "no resources listed; add one, e.g. {name: nvidia.com/gpu, replicas: 4}");
     }
-    if (!list->is_array()) return Fail(rp, "must be a list, got " + list->dump());
+    if (!list->is_array()) return Fail(rp, "must be a list, got " + Got(*list));
     std::set<std::string> seen;
     for (size_t i = 0; i < list->size(); ++i) {
       std::string ep = rp + "[" + std::to_string(i) + "]";
@@ -416,7 +432,7 @@ class FileParser {
     GPUOP_RETURN_IF_ERROR(Bool(j, "imex", "required", &c->imex.required));
     if (const json* ids = Field(j, "channelIDs")) {
       bool valid = ids->is_array() && (ids->empty() || (ids->size() == 1 && (*ids)[0] == 0));
-      if (!valid) return Fail("imex.channelIDs", "must be [] or [0], got " + ids->dump());
+      if (!valid) return Fail("imex.channelIDs", "must be [] or [0], got " + Got(*ids));
       c->imex.channel_ids = ids->empty() ? std::vector<int>{} : std::vector<int>{0};
     }
     return Status::Ok();
@@ -509,11 +525,15 @@ Result<Config> ParseConfig(std::string_view text, std::string_view origin) {
                           " documents; a config file is one mapping starting with version: v1");
   }
   const json& doc = docs->front();
+  if (!doc.is_object()) {
+    return p.Fail(FirstContentLine(text),
+                  "must be a mapping starting with version: v1, got " + Got(doc));
+  }
   GPUOP_RETURN_IF_ERROR(p.Object(doc, "", {"version", "flags", "resources", "sharing", "imex"}));
   const json* version = FileParser::Field(doc, "version");
   if (!version) return p.Fail("version", "missing; add version: v1 at the top");
   if (*version != "v1") {
-    return p.Fail("version", "unknown version " + version->dump() + "; this plugin reads v1");
+    return p.Fail("version", "unknown version " + Got(*version) + "; this plugin reads v1");
   }
   Config c;
   if (const json* f = FileParser::Field(doc, "flags")) GPUOP_RETURN_IF_ERROR(p.Flags(*f, &c));
