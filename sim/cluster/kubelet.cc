@@ -814,7 +814,16 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     if (pre.is_object() && Field(pre, "command").is_array()) {
       std::vector<std::string> cmd;
       for (const auto& x : pre["command"]) cmd.push_back(x.get<std::string>());
-      (void)podman_.Exec(r.runtime_name, cmd, std::chrono::seconds(std::max<int64_t>(grace_s, 1)));
+      auto ran =
+          podman_.Exec(r.runtime_name, cmd, std::chrono::seconds(std::max<int64_t>(grace_s, 1)));
+      // As the kubelet: a failed hook is an event with its output; the
+      // container is stopped all the same.
+      if (!ran.ok() || ran->first != 0) {
+        obj_event(kube::EventType::kWarning, "FailedPreStopHook",
+                  "PreStopHook failed for container " + r.name + ": " +
+                      (ran.ok() ? "exit code " + std::to_string(ran->first) + ": " + ran->second
+                                : ran.status().message()));
+      }
     }
     (void)podman_.Signal(r.runtime_name, SIGTERM);
     auto deadline = Clock::now() + std::chrono::seconds(grace_s);

@@ -612,6 +612,10 @@ void RenderToolkit(const RenderInput& in, std::vector<RenderedObject>& out) {
   AddHostMount(vols, ctr, HostRoot(p));
   AddHostMount(vols, ctr, RunNvidia());
   AddHostMount(vols, ctr, Cdi(false));
+  // Writable for the preStop's revert (the host root is mounted read-only).
+  AddHostMount(vols, ctr,
+               {"runtime-config", rt.config_dir, UnderHostRoot(rt.config_dir), false, "",
+                "DirectoryOrCreate"});
   AddHostMount(vols, ctr,
                {"toolkit-install", p.toolkit_install_dir, UnderHostRoot(p.toolkit_install_dir),
                 false, "", "DirectoryOrCreate"});
@@ -734,6 +738,10 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
                           {"initialDelaySeconds", 10},
                           {"periodSeconds", 10},
                           {"failureThreshold", 3}};
+  // Beyond NVIDIA: Ready once it serves (health monitor watching, resources
+  // served), so `kubectl rollout status` means the node can allocate GPUs.
+  ctr["readinessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
+                           {"periodSeconds", 5}};
   AddHostMount(vols, ctr, Kubelet(p, "device-plugins", "device-plugins", false));
   AddHostMount(vols, ctr, Cdi(true));
   AddHostMount(vols, ctr, HostSys());

@@ -22,7 +22,8 @@ REPO = pathlib.Path(sys.argv[1]).resolve()
 CHART = REPO / "deploy/helm/gpu-operator"
 CRD = CHART / "crds/nvidia.com_clusterpolicies.yaml"
 FIXTURES = REPO / "tests/fixtures/helm"
-SEED = FIXTURES / "nvidia-clusterpolicy-seed-flags.yaml"
+# NVIDIA's own rendering of the seed command below (its chart v26.7.0; Apache-2.0, LICENSE beside it).
+SEED = REPO / "tests/fixtures/clusterpolicy/nvidia-v26.7.0/clusterpolicy-seed-flags.yaml"
 NS = "gpu-operator"
 # The seed's `helm install` command (issue 17).
 SEED_FLAGS = ["--set", "driver.version=535.129.03", "--set", "toolkit.enabled=true",

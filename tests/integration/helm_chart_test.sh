@@ -7,7 +7,7 @@
 #     object validates against the Kubernetes 1.35 OpenAPI documents
 #     (api/openapi/1.35, unknown fields refused) and the ClusterPolicy against
 #     the CRD; the seed command's ClusterPolicy equals the one NVIDIA's chart
-#     renders (tests/fixtures/helm/nvidia-clusterpolicy-seed-flags.yaml) but
+#     renders (tests/fixtures/clusterpolicy/nvidia-v26.7.0/clusterpolicy-seed-flags.yaml) but
 #     for the differences listed, each with its reason;
 #   - every ClusterPolicy-mapped key of NVIDIA's chart, set to a non-default
 #     value, lands at its path (tests/fixtures/helm/keys.tsv);

@@ -2,7 +2,7 @@
 
 Both GPU nodes found and labelled, the CPU node not; every DaemonSet of the
 stack exists and has all its pods Ready (the MIG manager only where it has a
-node); nothing but node discovery on the CPU node; the ClusterPolicy ready
+node); nothing but node discovery (and the operator) on the CPU node; the ClusterPolicy ready
 (it is also "ready" before any GPU node is known, with nothing to deploy,
 hence the other checks). Prints what is missing otherwise.
 """
@@ -32,8 +32,9 @@ def main():
             assert desired >= 1, (d["metadata"]["name"], s)
         assert s.get("numberReady", 0) == desired, (d["metadata"]["name"], s)
     pods = get("pods", "-n", "gpu-operator")["items"]
+    # Node discovery runs everywhere; the operator (when Helm installed it) anywhere.
     on_cpu = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") == "cpu"
-              and not p["metadata"]["name"].startswith("gpuop-node-discovery")]
+              and not p["metadata"]["name"].startswith(("gpuop-node-discovery", "gpu-operator-"))]
     assert not on_cpu, "pods on the cpu node: %s" % on_cpu
     cp = get("clusterpolicy", "cluster-policy")
     assert cp.get("status", {}).get("state") == "ready", cp.get("status")

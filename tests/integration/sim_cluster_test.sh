@@ -221,7 +221,9 @@ dp=$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernet
 [[ -n "$dp" ]] || fail "no device plugin container on dgx-h100"
 podman kill "$dp" >/dev/null
 restarts() { k get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'; }
-wait_for 60 "device plugin restarted" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}') -ge 1 ]]"
+# Restarted and Ready (its readiness probe: serving, health monitor on), so
+# the XID below is not lost in the gap before its NVML event set exists.
+wait_for 60 "device plugin restarted and Ready" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount} {.items[0].status.containerStatuses[0].ready}') == [1-9]*' true' ]]"
 wait_for 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
 # A toolkit pod deleted: the DaemonSet makes another.
 tk=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o name)
