@@ -37,12 +37,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 "$gpuop" sim apiserver --listen 127.0.0.1:0 --kubeconfig-out "$tmp/kubeconfig" \
   >"$tmp/server.out" 2>"$tmp/server.err" &
 server_pid=$!
-for _ in $(seq 1 600); do
-  grep -q "serving http" "$tmp/server.out" 2>/dev/null && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "serving http" "$tmp/server.out" ||
+wait_emulator "$tmp/server.out" "$server_pid" ||
   { echo "FAIL: the emulator did not start: $(cat "$tmp/server.err")" >&2; exit 1; }
 export KUBECONFIG="$tmp/kubeconfig"
 export HELM_CACHE_HOME="$tmp/helm/cache" HELM_CONFIG_HOME="$tmp/helm/config"

@@ -48,11 +48,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 "$gpuop" sim apiserver --listen 127.0.0.1:0 --tls --token s3cret \
   --kubeconfig-out "$tmp/kubeconfig" >"$tmp/api.out" 2>"$tmp/api.err" &
 pids+=($!)
-for _ in $(seq 1 600); do
-  grep -q "serving http" "$tmp/api.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q "serving http" "$tmp/api.out" || { echo "FAIL: emulator: $(cat "$tmp/api.err")" >&2; exit 1; }
+wait_emulator "$tmp/api.out" "${pids[-1]}" || { echo "FAIL: emulator: $(cat "$tmp/api.err")" >&2; exit 1; }
 export KUBECONFIG="$tmp/kubeconfig"
 k() { kubectl --request-timeout=30s "$@"; }
 

@@ -11,3 +11,15 @@ need() {
   echo "SKIP: $1"
   exit 0
 }
+
+# wait_emulator OUT PID: waits (up to 60 s) until the `gpuop sim apiserver`
+# started as PID, its stdout in OUT, serves; fails when it exits first.
+wait_emulator() {
+  local out=$1 pid=$2
+  for _ in $(seq 1 600); do
+    grep -q "serving http" "$out" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
