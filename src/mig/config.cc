@@ -107,7 +107,8 @@ class Parser {
     } else if (devices.IsSequence()) {
       for (const auto& d : devices) {
         auto v = d.IsScalar() ? ParseUint(d.Scalar()) : std::nullopt;
-        if (!v || *v > 1024) return Error(d, "devices: \"" + d.Scalar() + "\" is not a GPU index");
+        if (!v || *v > 1024)
+          return Error(d, "devices: \"" + Excerpt(d.Scalar()) + "\" is not a GPU index");
         if (std::find(e.devices.begin(), e.devices.end(), *v) != e.devices.end()) {
           return Error(d, "devices: GPU " + d.Scalar() + " is listed twice");
         }

@@ -304,7 +304,7 @@ class Parser {
       v = ParseUint(s.substr(1));
       neg = true;
     }
-    if (!v) return Fail(where, "\"" + n.Scalar() + "\" is not a number");
+    if (!v) return Fail(where, "\"" + Excerpt(n.Scalar()) + "\" is not a number");
     if constexpr (std::is_unsigned_v<T>) {
       if (neg || *v > std::numeric_limits<T>::max()) return Fail(where, "out of range");
       return static_cast<T>(*v);
