@@ -4,7 +4,8 @@
 // GFD_SLEEP_INTERVAL, GFD_OUTPUT_FILE, GFD_NO_TIMESTAMP, GFD_MIG_STRATEGY or
 // MIG_STRATEGY, GFD_MACHINE_TYPE_FILE, USE_NODE_FEATURE_API, NODE_NAME) and
 // the device plugin's config (--config / CONFIG_FILE, or the per-node
-// scheme) for the sharing labels. Flags win over the environment. Exit 0 on
+// scheme) for the sharing labels and, as upstream, its flags.gfd. Flags win
+// over the environment, which wins over flags.gfd. Exit 0 on
 // SIGTERM/SIGINT or after a good one-shot run, 1 when it cannot label, 2 on a
 // bad flag.
 #include <csignal>
@@ -33,11 +34,11 @@ struct GfdFlags {
   std::string sleep_interval = "60s";
   std::string rescan_interval = "5s";
   std::string output_file;
-  bool output_file_given = false;
   bool no_timestamp = false;
   std::string mig_strategy;
   std::string config_file;
   std::string machine_type_file = gfd::kDefaultMachineTypeFile;
+  gfd::Settings given;  // what a flag or the environment set, over flags.gfd
   bool direct_labels = false;
   bool node_feature_api = false;
   std::string node_name;
@@ -55,17 +56,6 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   auto env = ProcessEnvironment();
 
   gfd::DaemonOptions o;
-  if (f.sleep_interval == "infinite") {
-    o.sleep_interval = std::nullopt;
-  } else {
-    auto d = toolkit::ParseDuration(f.sleep_interval);
-    if (!d.ok()) {
-      std::fprintf(stderr, "gpuop gfd: --sleep-interval: %s (or \"infinite\")\n",
-                   d.status().message().c_str());
-      return kExitUsage;
-    }
-    o.sleep_interval = *d;
-  }
   auto rescan = toolkit::ParseDuration(f.rescan_interval);
   if (!rescan.ok()) {
     std::fprintf(stderr, "gpuop gfd: --rescan-interval: %s\n", rescan.status().message().c_str());
@@ -74,19 +64,10 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   o.rescan_interval = *rescan;
   o.nvml_retry_interval = *rescan;
   o.host_root = g.host_root;
-  o.machine_type_file = f.machine_type_file;
-  // Upstream writes the file only without the NodeFeature API; an explicit
-  // --output-file (or GFD_OUTPUT_FILE) is taken as given, "" turning it off.
-  if (f.output_file_given) {
-    o.output_file = f.output_file;
-  } else if (!f.node_feature_api) {
-    o.output_file = JoinRoot(g.host_root, gfd::kDefaultFeaturesFile);
-  }
   o.direct_labels = f.direct_labels;
   o.node_feature_api = f.node_feature_api;
   o.node_name = f.node_name;
   o.namespace_name = f.namespace_name;
-  o.timestamp = !f.no_timestamp;
   const std::string lib = NvmlLibraryPath(g);
   o.open_nvml = [lib] { return nvml::Client::Open(lib); };
 
@@ -114,7 +95,6 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
       LogWarn("no API server: the node's config label is not followed", {{"error", c.status()}});
     }
   }
-  if (Status s = gfd::ValidateOptions(o); !s.ok()) return Fail(s);
 
   std::unique_ptr<gfd::Daemon> daemon;
   std::mutex daemon_mu;  // the watcher's callback may run before `daemon` is set
@@ -131,7 +111,32 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
       &initial);
   if (!watcher.ok()) return Fail(watcher.status());
 
-  if (f.oneshot) {
+  const gfd::Settings settings = gfd::CompleteFromConfigFile(f.given, initial.config.gfd);
+  if (*settings.sleep_interval == "infinite") {
+    o.sleep_interval = std::nullopt;
+  } else {
+    auto d = toolkit::ParseDuration(*settings.sleep_interval);
+    if (!d.ok()) {
+      std::fprintf(stderr,
+                   "gpuop gfd: --sleep-interval (or flags.gfd.sleepInterval): %s (or "
+                   "\"infinite\")\n",
+                   d.status().message().c_str());
+      return kExitUsage;
+    }
+    o.sleep_interval = *d;
+  }
+  o.machine_type_file = *settings.machine_type_file;
+  // Upstream writes the file only without the NodeFeature API; an output
+  // file that is given is taken as it is, "" turning it off.
+  if (settings.output_file) {
+    o.output_file = *settings.output_file;
+  } else if (!f.node_feature_api) {
+    o.output_file = JoinRoot(g.host_root, gfd::kDefaultFeaturesFile);
+  }
+  o.timestamp = !*settings.no_timestamp;
+  if (Status s = gfd::ValidateOptions(o); !s.ok()) return Fail(s);
+
+  if (*settings.oneshot) {
     (*watcher)->Stop();
     auto labels = gfd::Daemon::RunOnce(o, initial.config);
     if (!labels.ok()) return Fail(labels.status());
@@ -150,7 +155,7 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
                           {"file", o.output_file.empty() ? std::string("off") : o.output_file},
                           {"node_feature_api", o.node_feature_api},
                           {"direct_labels", o.direct_labels},
-                          {"sleep_interval", f.sleep_interval},
+                          {"sleep_interval", *settings.sleep_interval},
                           {"config", initial.origin}});
   // SIGHUP (upstream restarts on it): the config and the GPUs read anew,
   // every output written again.
@@ -175,12 +180,13 @@ void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
       "Node DaemonSet: GPU feature discovery. Labels the node's GPUs (nvidia.com/gpu.product, "
       "gpu.count, mig.*, ...) into the NFD features file, the NFD NodeFeature object or the "
       "Node's own labels, and relabels when the GPU or MIG layout or the config changes.");
-  cmd->add_flag("--oneshot", f->oneshot, "Label once and exit (the file stays)")
-      ->envname("GFD_ONESHOT");
-  cmd->add_option("--sleep-interval", f->sleep_interval,
-                  "Relabel at least this often (e.g. 60s; \"infinite\": only on changes)")
-      ->envname("GFD_SLEEP_INTERVAL")
-      ->capture_default_str();
+  auto* oneshot = cmd->add_flag("--oneshot", f->oneshot, "Label once and exit (the file stays)")
+                      ->envname("GFD_ONESHOT");
+  auto* sleep =
+      cmd->add_option("--sleep-interval", f->sleep_interval,
+                      "Relabel at least this often (e.g. 60s; \"infinite\": only on changes)")
+          ->envname("GFD_SLEEP_INTERVAL")
+          ->capture_default_str();
   cmd->add_option("--rescan-interval", f->rescan_interval,
                   "How often NVML is re-read for GPU and MIG layout changes (and retried "
                   "while it does not open)")
@@ -190,18 +196,19 @@ void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
                                   std::string(gfd::kDefaultFeaturesFile) +
                                   ", none with --use-node-feature-api); \"\": none")
                   ->envname("GFD_OUTPUT_FILE");
-  cmd->add_flag("--no-timestamp", f->no_timestamp, "Leave out nvidia.com/gfd.timestamp")
-      ->envname("GFD_NO_TIMESTAMP");
+  auto* no_timestamp =
+      cmd->add_flag("--no-timestamp", f->no_timestamp, "Leave out nvidia.com/gfd.timestamp")
+          ->envname("GFD_NO_TIMESTAMP");
   cmd->add_option("--mig-strategy", f->mig_strategy,
                   "none|single|mixed (env GFD_MIG_STRATEGY, then MIG_STRATEGY)")
       ->check(CLI::IsMember({"none", "single", "mixed"}));
   cmd->add_option("--config", f->config_file,
-                  "The device plugin's config file, for the sharing labels (default "
+                  "The device plugin's config file, for the sharing labels and flags.gfd (default "
                   "$CONFIG_FILE, or the per-node scheme CONFIG_FILE_SRCDIR + NODE_LABEL)");
-  cmd->add_option("--machine-type-file", f->machine_type_file,
-                  "Host path of the DMI product name (under --host-root)")
-      ->envname("GFD_MACHINE_TYPE_FILE")
-      ->capture_default_str();
+  auto* machine_type = cmd->add_option("--machine-type-file", f->machine_type_file,
+                                       "Host path of the DMI product name (under --host-root)")
+                           ->envname("GFD_MACHINE_TYPE_FILE")
+                           ->capture_default_str();
   cmd->add_flag("--direct-labels", f->direct_labels,
                 "Patch the Node's own labels (no NFD needed); labels it no longer produces are "
                 "removed, others never touched")
@@ -213,8 +220,12 @@ void RegisterGfdCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
   cmd->add_option("--namespace", f->namespace_name, "Namespace of the NodeFeature object")
       ->envname("OPERATOR_NAMESPACE");
   AddKubeFlags(cmd, &f->kube);
-  cmd->callback([&g, action, f, out] {
-    f->output_file_given = out->count() > 0;
+  cmd->callback([&g, action, f, oneshot, sleep, out, no_timestamp, machine_type] {
+    if (oneshot->count() > 0) f->given.oneshot = f->oneshot;
+    if (sleep->count() > 0) f->given.sleep_interval = f->sleep_interval;
+    if (out->count() > 0) f->given.output_file = f->output_file;
+    if (no_timestamp->count() > 0) f->given.no_timestamp = f->no_timestamp;
+    if (machine_type->count() > 0) f->given.machine_type_file = f->machine_type_file;
     *action = [&g, f] { return RunGfd(g, *f); };
   });
 }

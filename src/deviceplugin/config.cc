@@ -19,6 +19,31 @@ constexpr size_t kMaxResourceNameLength = 63;
 std::string Quote(std::string_view s) { return "\"" + Excerpt(s) + "\""; }
 std::string Got(const json& v) { return Excerpt(v.dump()); }
 
+// flags.gfd.sleepInterval as a number: Go's Duration, in nanoseconds (as
+// upstream reads it), written as e.g. "1h30s" for toolkit::ParseDuration,
+// which counts in whole milliseconds.
+Result<std::string> DurationFromNanoseconds(double ns) {
+  constexpr double kNanosPerMs = 1e6, kMaxMs = 1e15;  // ~31,000 years
+  const double ms_exact = ns / kNanosPerMs;
+  if (!(ms_exact >= 1) || ms_exact > kMaxMs) {
+    return InvalidArgument(
+        "flags.gfd.sleepInterval: a number is nanoseconds (Go's Duration) and must come to at "
+        "least 1ms; got " +
+        Excerpt(json(ns).dump()) + "; write a duration such as \"60s\" instead");
+  }
+  auto ms = static_cast<int64_t>(ms_exact);
+  std::string out;
+  auto part = [&](int64_t per_unit, const char* unit) {
+    if (ms >= per_unit) out += std::to_string(ms / per_unit) + unit;
+    ms %= per_unit;
+  };
+  part(3'600'000, "h");
+  part(60'000, "m");
+  part(1'000, "s");
+  part(1, "ms");
+  return out;
+}
+
 // "line N" of the first line of `text` that holds YAML content: where a
 // document that is not a mapping starts.
 std::string FirstContentLine(std::string_view text) {
@@ -265,12 +290,14 @@ class FileParser {
         Object(j, p, {"oneshot", "noTimestamp", "sleepInterval", "outputFile", "machineTypeFile"}));
     GPUOP_RETURN_IF_ERROR(Bool(j, p, "oneshot", &c->gfd.oneshot));
     GPUOP_RETURN_IF_ERROR(Bool(j, p, "noTimestamp", &c->gfd.no_timestamp));
-    if (const json* v = Field(j, "sleepInterval"); v && v->is_number_integer()) {
-      c->gfd.sleep_interval = std::to_string(v->get<int64_t>()) + "ns";  // Go's Duration in ns
+    if (const json* v = Field(j, "sleepInterval"); v && v->is_number()) {
+      GPUOP_ASSIGN_OR_RETURN(c->gfd.sleep_interval, DurationFromNanoseconds(v->get<double>()));
     } else {
       GPUOP_RETURN_IF_ERROR(String(j, p, "sleepInterval", &c->gfd.sleep_interval));
     }
-    GPUOP_RETURN_IF_ERROR(String(j, p, "outputFile", &c->gfd.output_file));
+    if (Field(j, "outputFile")) {
+      GPUOP_RETURN_IF_ERROR(String(j, p, "outputFile", &c->gfd.output_file.emplace()));
+    }
     GPUOP_RETURN_IF_ERROR(String(j, p, "machineTypeFile", &c->gfd.machine_type_file));
     return Status::Ok();
   }

@@ -99,11 +99,14 @@ struct Config {
   std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";
   std::string container_driver_root = "/driver-root";
   SharedAllocationPolicy shared_policy = SharedAllocationPolicy::kDistributed;
-  // flags.gfd: parsed so one file serves both; the plugin ignores them.
+  // flags.gfd: gfd's settings where no flag or environment variable gives
+  // them (gfd::CompleteFromConfigFile); the plugin ignores them. The defaults
+  // are gfd's own; output_file is unset unless the file names one, as gfd's
+  // default depends on --host-root and the NodeFeature API.
   struct Gfd {
     bool oneshot = false, no_timestamp = false;
-    std::string sleep_interval = "60s";
-    std::string output_file = "/etc/kubernetes/node-feature-discovery/features.d/gfd";
+    std::string sleep_interval = "60s";  // ParseDuration's grammar
+    std::optional<std::string> output_file;
     std::string machine_type_file = "/sys/class/dmi/id/product_name";
   } gfd;
   Sharing sharing;

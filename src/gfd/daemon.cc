@@ -101,6 +101,15 @@ Result<std::string> NvmlToSysfsPciAddress(std::string_view bus_id) {
   return ToLower(domain + ":" + bus + ":" + devfn);
 }
 
+Settings CompleteFromConfigFile(Settings given, const deviceplugin::Config::Gfd& file) {
+  if (!given.oneshot) given.oneshot = file.oneshot;
+  if (!given.no_timestamp) given.no_timestamp = file.no_timestamp;
+  if (!given.sleep_interval) given.sleep_interval = file.sleep_interval;
+  if (!given.output_file) given.output_file = file.output_file;
+  if (!given.machine_type_file) given.machine_type_file = file.machine_type_file;
+  return given;
+}
+
 // ---- Adapter ----
 
 Status ValidateOptions(const DaemonOptions& o) {

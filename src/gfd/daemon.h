@@ -87,6 +87,17 @@ std::string NodeFeatureName(std::string_view node);  // nvidia-features-for-<nod
 // case). InvalidArgument for anything not shaped like a PCI address.
 Result<std::string> NvmlToSysfsPciAddress(std::string_view bus_id);
 
+// The settings gfd takes from a flag, else its environment variable, else
+// the device plugin config file's flags.gfd, as upstream; unset: not given.
+struct Settings {
+  std::optional<bool> oneshot, no_timestamp;
+  std::optional<std::string> sleep_interval, output_file, machine_type_file;
+};
+
+// `given` (flags and environment) with what it leaves unset taken from the
+// config file (whose defaults are gfd's own; output_file may stay unset).
+Settings CompleteFromConfigFile(Settings given, const deviceplugin::Config::Gfd& file);
+
 // ---- Adapter ----
 
 struct DaemonOptions {

@@ -344,5 +344,20 @@ TEST(DpConfigTest, ValidateChecksMpsAcrossLayers) {
             "mig-strategy none");
 }
 
+// Upstream reads a number as Go's Duration in nanoseconds; gfd's
+// ParseDuration must accept what it becomes.
+TEST(DpConfigTest, GfdSleepIntervalAsANumberIsNanoseconds) {
+  auto c = ParseConfig("version: v1\nflags:\n  gfd:\n    sleepInterval: 30000000000\n", "cfg");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->gfd.sleep_interval, "30s");
+  c = ParseConfig("version: v1\nflags:\n  gfd:\n    sleepInterval: 5430250000000\n", "cfg");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->gfd.sleep_interval, "1h30m30s250ms");
+  EXPECT_FALSE(c->gfd.output_file.has_value());  // not in the file: gfd's own default
+  const std::string tiny = ParseError("version: v1\nflags:\n  gfd:\n    sleepInterval: 999\n");
+  EXPECT_NE(tiny.find("flags.gfd.sleepInterval"), std::string::npos) << tiny;
+  EXPECT_NE(tiny.find("\"60s\""), std::string::npos) << tiny;
+}
+
 }  // namespace
 }  // namespace gpuop::deviceplugin

@@ -44,6 +44,41 @@ Json NodeWith(const Labels& labels, std::optional<std::string> owned) {
 // ---------------------------------------------------------------------------
 // Pure
 
+// As upstream: a flag or its environment variable, else the config file's
+// flags.gfd.
+TEST(GfdSettingsTest, ConfigFileFillsWhatNoFlagGives) {
+  deviceplugin::Config::Gfd file;
+  file.oneshot = true;
+  file.no_timestamp = true;
+  file.sleep_interval = "2m";
+  file.output_file = "/run/gfd/features";
+  file.machine_type_file = "/tmp/product_name";
+
+  const Settings from_file = CompleteFromConfigFile({}, file);
+  EXPECT_EQ(from_file.oneshot, true);
+  EXPECT_EQ(from_file.no_timestamp, true);
+  EXPECT_EQ(from_file.sleep_interval, "2m");
+  EXPECT_EQ(from_file.output_file, "/run/gfd/features");
+  EXPECT_EQ(from_file.machine_type_file, "/tmp/product_name");
+
+  Settings given;
+  given.oneshot = false;
+  given.sleep_interval = "infinite";
+  given.output_file = "";
+  const Settings merged = CompleteFromConfigFile(given, file);
+  EXPECT_EQ(merged.oneshot, false);
+  EXPECT_EQ(merged.sleep_interval, "infinite");
+  EXPECT_EQ(merged.output_file, "");
+  EXPECT_EQ(merged.no_timestamp, true);
+
+  // A file without flags.gfd leaves gfd's defaults, and no output file.
+  const Settings defaults = CompleteFromConfigFile({}, deviceplugin::Config::Gfd{});
+  EXPECT_EQ(defaults.oneshot, false);
+  EXPECT_EQ(defaults.sleep_interval, "60s");
+  EXPECT_EQ(defaults.machine_type_file, std::string(kDefaultMachineTypeFile));
+  EXPECT_FALSE(defaults.output_file.has_value());
+}
+
 TEST(GfdDaemonPatchTest, SetsChangedRemovesOnlyItsOwnStaleLabels) {
   const Json node = NodeWith({{"team", "ml"},
                               {"nvidia.com/device-plugin.config", "a100"},  // the user's
