@@ -52,6 +52,11 @@ std::map<std::string, bool> HealthMonitor::Snapshot() const {
   return tracker_.Snapshot();
 }
 
+void HealthMonitor::OnDriverReloaded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  tracker_.OnDriverReloaded();
+}
+
 void HealthMonitor::Report(const std::vector<HealthChange>& changes) {
   if (changes.empty()) return;
   std::map<std::string, bool> changed;

@@ -59,6 +59,10 @@ class HealthMonitor {
   // Every unit and whether it is healthy now.
   std::map<std::string, bool> Snapshot() const;
 
+  // NVML answers again after the driver was gone (a reload, which resets
+  // every GPU): open faults clear at their GPU's next clean probe.
+  void OnDriverReloaded();
+
  private:
   HealthMonitor(const nvml::Client& client, std::unique_ptr<nvml::EventWatcher> watcher,
                 HealthTracker tracker, Callback on_change, HealthMonitorOptions options);

@@ -372,7 +372,7 @@ void DevicePlugin::RestartServersLocked() {
   StartMissingServersLocked();
 }
 
-bool DevicePlugin::RegisterPendingLocked() {
+bool DevicePlugin::RegisterPendingLocked(std::stop_token stop) {
   std::vector<std::pair<std::string, std::shared_ptr<kubelet::DevicePluginServer>>> todo;
   bool all = true;
   {
@@ -385,9 +385,11 @@ bool DevicePlugin::RegisterPendingLocked() {
   const std::string kubelet_socket =
       device_plugin_dir() + "/" + std::string(kubelet::kKubeletSocketName);
   for (auto& [name, server] : todo) {
-    Status st =
-        kubelet::RegisterWithKubelet(kubelet_socket, PluginSocketName(name), name,
-                                     /*preferred_allocation=*/true, options_.register_timeout);
+    if (stop.stop_requested()) return false;
+    Status st = kubelet::RegisterWithKubelet(kubelet_socket, PluginSocketName(name), name,
+                                             /*preferred_allocation=*/true,
+                                             options_.register_timeout, stop);
+    if (stop.stop_requested()) return false;  // cancelled: not a registration error
     std::lock_guard lock(mu_);
     if (!st.ok()) {
       all = false;
@@ -460,14 +462,20 @@ Status DevicePlugin::RescanLocked() {
   }
   std::shared_ptr<const Config> config;
   bool same = false;
+  bool driver_back = false;
   {
     std::lock_guard lock(mu_);
     ++stats_.rescans;
-    if (!nvml_error_.empty()) LogInfo("NVML answers again");
+    driver_back = !nvml_error_.empty();
+    if (driver_back) LogInfo("NVML answers again");
     nvml_error_.clear();
     same = Fingerprint(*gpus) == layout_;
     config = config_;
   }
+  // NVML stops answering only when the driver is gone; back, it was reloaded
+  // (and every GPU reset with it): that is the recovery evidence for faults
+  // only a reload fixes.
+  if (driver_back && monitor_) monitor_->OnDriverReloaded();
   if (same) {
     RestartMonitorIfNeededLocked();
     return Status::Ok();
@@ -654,7 +662,7 @@ void DevicePlugin::Loop(std::stop_token stop) {
         next_rescan = Clock::now() + options_.rescan_interval;
       }
       if (Clock::now() >= next_register) {
-        if (RegisterPendingLocked()) {
+        if (RegisterPendingLocked(stop)) {
           backoff = options_.register_backoff_initial;
         } else {
           next_register = Clock::now() + backoff;

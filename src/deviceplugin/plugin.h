@@ -160,7 +160,8 @@ class DevicePlugin {
   Status RescanLocked();
   void StartMissingServersLocked();
   void RestartServersLocked();
-  bool RegisterPendingLocked();  // true when every resource is registered
+  // True when every resource is registered; a stop request cuts it short.
+  bool RegisterPendingLocked(std::stop_token stop);
   void RestartMonitorIfNeededLocked();
   Result<std::vector<Resource>> Build(const std::vector<nvml::Gpu>& gpus, const Config& c) const;
   Result<std::vector<nvml::Gpu>> Enumerate() const;

@@ -11,7 +11,7 @@ namespace gpuop::kubelet {
 
 Status RegisterWithKubelet(const std::string& kubelet_socket, const std::string& endpoint_basename,
                            const std::string& resource_name, bool preferred_allocation,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, std::stop_token stop) {
   const std::string what = "registering " + resource_name + " (endpoint " + endpoint_basename +
                            ") with the kubelet at " + kubelet_socket;
   const std::string dir = DirName(kubelet_socket);
@@ -37,6 +37,8 @@ Status RegisterWithKubelet(const std::string& kubelet_socket, const std::string&
   request.set_resource_name(resource_name);
   request.mutable_options()->set_get_preferred_allocation_available(preferred_allocation);
   v1beta1::Empty reply;
+  std::stop_callback cancel(stop, [&ctx] { ctx.TryCancel(); });
+  if (stop.stop_requested()) return Unavailable(what + ": cancelled, stopping");
   grpc::Status s = stub->Register(&ctx, request, &reply);
   if (!s.ok()) {
     Status err = FromGrpcStatus(s, what);

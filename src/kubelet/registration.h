@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
@@ -25,9 +26,10 @@ inline constexpr std::string_view kKubeletSocketName = "kubelet.sock";
 // to accept within that time). Errors name the socket and the likely fix:
 // a missing socket ("is the kubelet running? is <dir> mounted?"), no answer in
 // time, or the kubelet's own rejection message (unsupported version, bad
-// resource name).
+// resource name). A stop request on `stop` cancels the wait at once (so a
+// stale kubelet.sock cannot hold a shutting-down plugin for `timeout`).
 Status RegisterWithKubelet(const std::string& kubelet_socket, const std::string& endpoint_basename,
                            const std::string& resource_name, bool preferred_allocation,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout, std::stop_token stop = {});
 
 }  // namespace gpuop::kubelet

@@ -93,6 +93,18 @@ TEST_F(DpHealthMonitorTest, Xid48ThenResetComesBack) {
   }
 }
 
+// XID 32 posts no recovery action, so nothing a probe sees clears it: only
+// the plugin telling the monitor that the driver was reloaded.
+TEST_F(DpHealthMonitorTest, FaultWithoutEvidenceClearsAfterADriverReload) {
+  Start();
+  const std::string uuid = gpus_[1].uuid;
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 1, 32, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(WaitFor(uuid, false));
+  monitor_->OnDriverReloaded();
+  ASSERT_TRUE(WaitFor(uuid, true));
+  EXPECT_TRUE(monitor_->Snapshot().at(uuid));
+}
+
 TEST_F(DpHealthMonitorTest, LostGpuComesBackAfterReset) {
   Start();
   const std::string uuid = gpus_[5].uuid;

@@ -5,12 +5,17 @@
 #include "deviceplugin/plugin.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
@@ -413,6 +418,41 @@ TEST_F(DpPluginTest, KubeletStartingLateIsRegisteredWith) {
   kubelet_ = std::move(k).value();
   ASSERT_TRUE(kubelet_->WaitForRegistration("nvidia.com/gpu", kWait).ok());
   WaitCount("nvidia.com/gpu", 8);
+}
+
+// A kubelet.sock that accepts but never answers (a kubelet hung or gone
+// without removing its socket) must not hold up a stop for the registration
+// deadline.
+TEST_F(DpPluginTest, StopCutsShortARegistrationWithAStaleKubeletSocket) {
+  Machine("dgx-a100");
+  kubelet_->Stop();
+  const std::string stale = dir_ + "/k/device-plugins/kubelet.sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(stale.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, stale.c_str(), stale.size());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+
+  OpenNvml();
+  DevicePluginOptions o = Options();
+  o.register_timeout = 3 * kWait;  // longer than the test waits for Stop
+  plugin_ = std::make_unique<DevicePlugin>(*client_, Config{}, o);
+  ASSERT_TRUE(plugin_->Start().ok());
+  // The plugin connecting means its Register call is waiting on the socket.
+  pollfd pfd{.fd = listener, .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&pfd, 1, static_cast<int>(kWait / 1ms)), 1);
+  const int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+
+  auto stopped = std::async(std::launch::async, [this] { plugin_->Stop(); });
+  EXPECT_EQ(stopped.wait_for(kWait), std::future_status::ready);
+  stopped.wait();
+  EXPECT_EQ(plugin_->Stats().registrations, 0u);
+  close(conn);
+  close(listener);
 }
 
 TEST_F(DpPluginTest, MigLayoutChangeSendsTheNewList) {
