@@ -8,8 +8,8 @@
 namespace gpuop::simcluster {
 
 const kube::Resource kReplicaSets{"apps", "v1", "replicasets", "ReplicaSet", true};
-const kube::Resource kControllerRevisions{"apps", "v1", "controllerrevisions",
-                                          "ControllerRevision", true};
+const kube::Resource kControllerRevisions{"apps", "v1", "controllerrevisions", "ControllerRevision",
+                                          true};
 
 namespace {
 
@@ -84,6 +84,13 @@ bool ExpressionMatches(const Json& expr, const std::optional<std::string>& value
 }
 
 }  // namespace
+
+const Json& Member(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
 
 std::optional<int64_t> ParseQuantityMilli(const Json& quantity) {
   if (quantity.is_number_integer()) return quantity.get<int64_t>() * 1000;
@@ -188,9 +195,9 @@ bool PodMatchesNodeSelectorAndAffinity(const Json& pod_spec, const Json& node) {
       if (it == labels.end() || !v.is_string() || it->second != v.get<std::string>()) return false;
     }
   }
-  const Json* terms = At(pod_spec, {"affinity", "nodeAffinity",
-                                    "requiredDuringSchedulingIgnoredDuringExecution",
-                                    "nodeSelectorTerms"});
+  const Json* terms =
+      At(pod_spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                    "nodeSelectorTerms"});
   if (terms == nullptr || !terms->is_array()) return true;
   for (const auto& term : *terms) {
     if (NodeSelectorTermMatches(term, node)) return true;
@@ -271,7 +278,9 @@ bool IsPodAvailable(const Json& pod, int64_t min_ready_seconds,
   return since && *since + std::chrono::seconds(min_ready_seconds) < now;
 }
 
-bool IsPodActive(const Json& pod) { return !kube::IsPodTerminal(pod) && !kube::IsBeingDeleted(pod); }
+bool IsPodActive(const Json& pod) {
+  return !kube::IsPodTerminal(pod) && !kube::IsBeingDeleted(pod);
+}
 
 std::string ControllerUid(const Json& obj) {
   for (const auto& ref : kube::OwnerReferences(obj)) {
@@ -283,7 +292,8 @@ std::string ControllerUid(const Json& obj) {
 std::chrono::system_clock::time_point CreationTime(const Json& obj) {
   const Json* ts = At(obj, {"metadata", "creationTimestamp"});
   if (ts == nullptr || !ts->is_string()) return {};
-  return kube::ParseRfc3339(ts->get<std::string>()).value_or(std::chrono::system_clock::time_point{});
+  return kube::ParseRfc3339(ts->get<std::string>())
+      .value_or(std::chrono::system_clock::time_point{});
 }
 
 void Expectations::ExpectCreation(const std::string& key, const std::string& created_key) {

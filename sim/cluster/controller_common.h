@@ -39,6 +39,9 @@ using kube::Json;
 extern const kube::Resource kReplicaSets;
 extern const kube::Resource kControllerRevisions;
 
+// obj[key] when obj is an object holding key, else a null (never throws).
+const Json& Member(const Json& obj, const char* key);
+
 // --- Quantities and requests ---
 
 // A resource quantity in thousandths ("100m" -> 100, "2" -> 2000, "1Gi" ->

@@ -16,13 +16,6 @@ namespace res = kube::resources;
 constexpr const char* kControllerUidIndex = "controller-uid";
 constexpr const char* kTemplateGenerationAnnotation = "deprecated.daemonset.template.generation";
 
-const Json& Member(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 std::vector<std::string> IndexByControllerUid(const Json& obj) {
   std::string uid = ControllerUid(obj);
   if (uid.empty()) return {};
@@ -40,8 +33,8 @@ std::vector<std::string> OwnerDaemonSet(const Json& obj) {
 }
 
 Json OwnerReference(const Json& ds) {
-  return {{"apiVersion", "apps/v1"},  {"kind", "DaemonSet"},  {"name", kube::Name(ds)},
-          {"uid", kube::Uid(ds)},     {"controller", true}, {"blockOwnerDeletion", true}};
+  return {{"apiVersion", "apps/v1"}, {"kind", "DaemonSet"}, {"name", kube::Name(ds)},
+          {"uid", kube::Uid(ds)},    {"controller", true},  {"blockOwnerDeletion", true}};
 }
 
 bool IsPodUpdated(const Json& pod, const std::string& hash, int64_t generation) {
@@ -145,7 +138,9 @@ Json DaemonPodFor(const Json& ds, const std::string& node, const std::string& ha
        Json::array({{{"matchFields", Json::array({{{"key", "metadata.name"},
                                                    {"operator", "In"},
                                                    {"values", Json::array({node})}}})}}})}};
-  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", std::move(meta)},
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", std::move(meta)},
           {"spec", std::move(spec)}};
 }
 
@@ -194,12 +189,9 @@ Json ComputeDaemonSetStatus(const Json& ds, const std::vector<const Json*>& node
       ++misscheduled;
     }
   }
-  return {{"desiredNumberScheduled", desired},
-          {"currentNumberScheduled", current},
-          {"numberMisscheduled", misscheduled},
-          {"numberReady", ready},
-          {"numberAvailable", available},
-          {"numberUnavailable", desired - available},
+  return {{"desiredNumberScheduled", desired},  {"currentNumberScheduled", current},
+          {"numberMisscheduled", misscheduled}, {"numberReady", ready},
+          {"numberAvailable", available},       {"numberUnavailable", desired - available},
           {"updatedNumberScheduled", updated}};
 }
 
@@ -283,7 +275,8 @@ Result<std::unique_ptr<DaemonSetController>> DaemonSetController::Start(
   c->thread_ = std::jthread([self](std::stop_token stop) {
     self->factory_->Start(stop);
     Status st = self->controller_->Run(stop);
-    if (!st.ok() && !stop.stop_requested()) LogError("daemonset controller stopped", {{"error", st}});
+    if (!st.ok() && !stop.stop_requested())
+      LogError("daemonset controller stopped", {{"error", st}});
     self->factory_->Stop();
   });
   LogInfo("daemonset controller started");
@@ -309,9 +302,8 @@ Result<std::string> DaemonSetController::SyncHistory(const Json& ds,
   const Json& collision = Member(Member(ds, "status"), "collisionCount");
   const int64_t collisions = collision.is_number_integer() ? collision.get<int64_t>() : 0;
   const Json& tmpl = Member(Member(ds, "spec"), "template");
-  const std::string hash =
-      ComputeHash(tmpl, collision.is_number_integer() ? std::optional<int64_t>(collisions)
-                                                      : std::nullopt);
+  const std::string hash = ComputeHash(
+      tmpl, collision.is_number_integer() ? std::optional<int64_t>(collisions) : std::nullopt);
   const std::string rev_name = name + "-" + hash;
   Json patch_template = tmpl;
   patch_template["$patch"] = "replace";
@@ -340,7 +332,8 @@ Result<std::string> DaemonSetController::SyncHistory(const Json& ds,
     if (revision < max_revision) {  // back to an older template: it is the newest now
       Json patch = {{"revision", max_revision + 1}};
       auto st = client_.Patch(kControllerRevisions, ns, rev_name, kube::PatchType::kMerge, patch);
-      if (!st.ok()) return st.status().Annotate("renumbering ControllerRevision " + ns + "/" + rev_name);
+      if (!st.ok())
+        return st.status().Annotate("renumbering ControllerRevision " + ns + "/" + rev_name);
     }
   } else {
     Json labels = Member(Member(tmpl, "metadata"), "labels");
@@ -364,8 +357,9 @@ Result<std::string> DaemonSetController::SyncHistory(const Json& ds,
       if (!existing.ok()) return existing.status();
       if (Member(*existing, "data") != data) return collide();
     } else {
-      LogInfo("controller revision created",
-              {{"daemonset", kube::KeyOf(ds)}, {"revision", rev_name}, {"number", max_revision + 1}});
+      LogInfo(
+          "controller revision created",
+          {{"daemonset", kube::KeyOf(ds)}, {"revision", rev_name}, {"number", max_revision + 1}});
     }
   }
   // Prune history: revisions no pod uses, oldest first, beyond the limit.
@@ -399,8 +393,10 @@ Status DaemonSetController::DeletePod(const std::string& ds_key, const Json& pod
     return st.Annotate("deleting pod " + kube::KeyOf(pod) + " of DaemonSet " + ds_key);
   }
   expectations_.ExpectDeletion(ds_key, kube::KeyOf(pod), kube::Uid(pod));
-  LogInfo("daemon pod deleted", {{"daemonset", ds_key}, {"pod", kube::KeyOf(pod)},
-                                 {"node", DaemonPodTargetNode(pod)}, {"reason", why}});
+  LogInfo("daemon pod deleted", {{"daemonset", ds_key},
+                                 {"pod", kube::KeyOf(pod)},
+                                 {"node", DaemonPodTargetNode(pod)},
+                                 {"reason", why}});
   return Status::Ok();
 }
 
@@ -448,7 +444,8 @@ kube::ReconcileResult DaemonSetController::Reconcile(const std::string& key) {
         Json pod = DaemonPodFor(*ds, name, *hash);
         auto created = client_.Create(res::kPods, kube::Namespace(*ds), pod);
         if (!created.ok()) {
-          note(created.status().Annotate("creating the pod of DaemonSet " + key + " for node " + name));
+          note(created.status().Annotate("creating the pod of DaemonSet " + key + " for node " +
+                                         name));
           continue;
         }
         wrote = true;

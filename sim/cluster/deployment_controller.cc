@@ -14,13 +14,6 @@ namespace res = kube::resources;
 
 constexpr const char* kControllerUidIndex = "controller-uid";
 
-const Json& Member(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 int64_t IntOr(const Json& v, int64_t fallback) {
   return v.is_number_integer() ? v.get<int64_t>() : fallback;
 }
@@ -35,15 +28,16 @@ std::vector<std::string> IndexByControllerUid(const Json& obj) {
 kube::MapFunc OwnerOfKind(std::string kind) {
   return [kind](const Json& obj) -> std::vector<std::string> {
     for (const auto& ref : kube::OwnerReferences(obj)) {
-      if (ref.controller && ref.kind == kind) return {kube::MakeKey(kube::Namespace(obj), ref.name)};
+      if (ref.controller && ref.kind == kind)
+        return {kube::MakeKey(kube::Namespace(obj), ref.name)};
     }
     return {};
   };
 }
 
 Json OwnerRef(const Json& owner, const char* kind) {
-  return {{"apiVersion", "apps/v1"},  {"kind", kind},       {"name", kube::Name(owner)},
-          {"uid", kube::Uid(owner)},  {"controller", true}, {"blockOwnerDeletion", true}};
+  return {{"apiVersion", "apps/v1"}, {"kind", kind},       {"name", kube::Name(owner)},
+          {"uid", kube::Uid(owner)}, {"controller", true}, {"blockOwnerDeletion", true}};
 }
 
 int64_t Replicas(const Json& obj) { return IntOr(Member(Member(obj, "spec"), "replicas"), 1); }
@@ -179,7 +173,7 @@ std::map<std::string, int64_t> RolloutStep(const Json& d, const ReplicaSetState&
 ReplicaSetController::~ReplicaSetController() { Stop(); }
 
 Result<std::unique_ptr<ReplicaSetController>> ReplicaSetController::Start(kube::Client& client,
-                                                                        int workers) {
+                                                                          int workers) {
   std::unique_ptr<ReplicaSetController> c(new ReplicaSetController(client));
   c->factory_ = std::make_unique<kube::SharedInformerFactory>(&client);
   c->replicasets_ = &c->factory_->For(kReplicaSets);
@@ -194,7 +188,8 @@ Result<std::unique_ptr<ReplicaSetController>> ReplicaSetController::Start(kube::
   c->thread_ = std::jthread([self](std::stop_token stop) {
     self->factory_->Start(stop);
     Status st = self->controller_->Run(stop);
-    if (!st.ok() && !stop.stop_requested()) LogError("replicaset controller stopped", {{"error", st}});
+    if (!st.ok() && !stop.stop_requested())
+      LogError("replicaset controller stopped", {{"error", st}});
     self->factory_->Stop();
   });
   LogInfo("replicaset controller started");
@@ -258,11 +253,13 @@ kube::ReconcileResult ReplicaSetController::Reconcile(const std::string& key) {
         if (kube::IsPodReady(p)) r += 1;
         return r;
       };
-      std::sort(active.begin(), active.end(), [&](const kube::ObjectPtr& a, const kube::ObjectPtr& b) {
-        if (rank(*a) != rank(*b)) return rank(*a) < rank(*b);
-        if (CreationTime(*a) != CreationTime(*b)) return CreationTime(*a) > CreationTime(*b);
-        return kube::Name(*a) > kube::Name(*b);
-      });
+      std::sort(active.begin(), active.end(),
+                [&](const kube::ObjectPtr& a, const kube::ObjectPtr& b) {
+                  if (rank(*a) != rank(*b)) return rank(*a) < rank(*b);
+                  if (CreationTime(*a) != CreationTime(*b))
+                    return CreationTime(*a) > CreationTime(*b);
+                  return kube::Name(*a) > kube::Name(*b);
+                });
       for (int64_t i = 0; i < diff; ++i) {
         const Json& p = *active[i];
         kube::DeleteOptions opts;
@@ -311,7 +308,7 @@ kube::ReconcileResult ReplicaSetController::Reconcile(const std::string& key) {
 DeploymentController::~DeploymentController() { Stop(); }
 
 Result<std::unique_ptr<DeploymentController>> DeploymentController::Start(kube::Client& client,
-                                                                        int workers) {
+                                                                          int workers) {
   std::unique_ptr<DeploymentController> c(new DeploymentController(client));
   c->factory_ = std::make_unique<kube::SharedInformerFactory>(&client);
   c->deployments_ = &c->factory_->For(res::kDeployments);
@@ -326,7 +323,8 @@ Result<std::unique_ptr<DeploymentController>> DeploymentController::Start(kube::
   c->thread_ = std::jthread([self](std::stop_token stop) {
     self->factory_->Start(stop);
     Status st = self->controller_->Run(stop);
-    if (!st.ok() && !stop.stop_requested()) LogError("deployment controller stopped", {{"error", st}});
+    if (!st.ok() && !stop.stop_requested())
+      LogError("deployment controller stopped", {{"error", st}});
     self->factory_->Stop();
   });
   LogInfo("deployment controller started");
@@ -355,8 +353,9 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
   const std::string ns = kube::Namespace(*d), name = kube::Name(*d);
   const Json tmpl = StripEmptyLabels(Member(Member(*d, "spec"), "template"));
   const Json& collision = Member(Member(*d, "status"), "collisionCount");
-  const std::optional<int64_t> collisions =
-      collision.is_number_integer() ? std::optional<int64_t>(collision.get<int64_t>()) : std::nullopt;
+  const std::optional<int64_t> collisions = collision.is_number_integer()
+                                                ? std::optional<int64_t>(collision.get<int64_t>())
+                                                : std::nullopt;
   const std::string hash = ComputeHash(tmpl, collisions);
 
   std::vector<kube::ObjectPtr> rss = replicasets_->ByIndex(kControllerUidIndex, kube::Uid(*d));
@@ -417,20 +416,24 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
           created.status().Annotate("creating ReplicaSet " + ns + "/" + rs_name));
     }
     expectations_.ExpectCreation(key, kube::KeyOf(*created));
-    LogInfo("replicaset created", {{"deployment", key}, {"replicaset", rs_name}, {"revision", revision}});
+    LogInfo("replicaset created",
+            {{"deployment", key}, {"replicaset", rs_name}, {"revision", revision}});
     return kube::ReconcileResult::Ok();  // its event brings us back
   }
   Status failed = Status::Ok();
   // The new ReplicaSet carries the newest revision (a rollback renumbers it).
   if (Revision(*fresh) <= max_old_revision) {
-    auto st = client_.Patch(kReplicaSets, ns, kube::Name(*fresh), kube::PatchType::kMerge,
-                            {{"metadata", {{"annotations", {{std::string(kRevisionAnnotation), revision}}}}}});
+    auto st = client_.Patch(
+        kReplicaSets, ns, kube::Name(*fresh), kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{std::string(kRevisionAnnotation), revision}}}}}});
     if (!st.ok()) failed = st.status();
   }
-  const std::string fresh_revision = std::to_string(std::max(Revision(*fresh), max_old_revision + 1));
+  const std::string fresh_revision =
+      std::to_string(std::max(Revision(*fresh), max_old_revision + 1));
   if (kube::Annotation(*d, kRevisionAnnotation) != fresh_revision) {
-    auto st = client_.Patch(res::kDeployments, ns, name, kube::PatchType::kMerge,
-                            {{"metadata", {{"annotations", {{std::string(kRevisionAnnotation), fresh_revision}}}}}});
+    auto st = client_.Patch(
+        res::kDeployments, ns, name, kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{std::string(kRevisionAnnotation), fresh_revision}}}}}});
     if (!st.ok() && failed.ok()) failed = st.status();
   }
 
@@ -443,23 +446,26 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
   for (const auto& rs : old) old_states.push_back(state(*rs));
   const ReplicaSetState fresh_state = state(*fresh);
   for (const auto& [rs_name, replicas] : RolloutStep(*d, fresh_state, old_states)) {
-    Json patch = {{"spec", {{"replicas", replicas}}},
-                  {"metadata",
-                   {{"annotations",
-                     {{"deployment.kubernetes.io/desired-replicas", std::to_string(Replicas(*d))}}}}}};
+    Json patch = {
+        {"spec", {{"replicas", replicas}}},
+        {"metadata",
+         {{"annotations",
+           {{"deployment.kubernetes.io/desired-replicas", std::to_string(Replicas(*d))}}}}}};
     auto st = client_.Patch(kReplicaSets, ns, rs_name, kube::PatchType::kMerge, patch);
     if (!st.ok()) {
       if (failed.ok()) failed = st.status().Annotate("scaling ReplicaSet " + ns + "/" + rs_name);
       continue;
     }
-    LogInfo("replicaset scaled", {{"deployment", key}, {"replicaset", rs_name}, {"replicas", replicas}});
+    LogInfo("replicaset scaled",
+            {{"deployment", key}, {"replicaset", rs_name}, {"replicas", replicas}});
   }
 
   // History: old ReplicaSets without pods beyond revisionHistoryLimit.
   const int64_t limit = IntOr(Member(Member(*d, "spec"), "revisionHistoryLimit"), 10);
   std::vector<kube::ObjectPtr> idle;
   for (const auto& rs : old) {
-    if (Replicas(*rs) == 0 && IntOr(Member(Member(*rs, "status"), "replicas"), 0) == 0) idle.push_back(rs);
+    if (Replicas(*rs) == 0 && IntOr(Member(Member(*rs, "status"), "replicas"), 0) == 0)
+      idle.push_back(rs);
   }
   std::sort(idle.begin(), idle.end(), [](const kube::ObjectPtr& a, const kube::ObjectPtr& b) {
     return Revision(*a) < Revision(*b);
@@ -470,7 +476,8 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
   }
 
   // Status.
-  int64_t pods = fresh_state.pods, spec_total = fresh_state.replicas, available = fresh_state.available;
+  int64_t pods = fresh_state.pods, spec_total = fresh_state.replicas,
+          available = fresh_state.available;
   int64_t ready = IntOr(Member(Member(*fresh, "status"), "readyReplicas"), 0);
   for (const auto& rs : old) {
     const Json& s = Member(*rs, "status");
@@ -493,23 +500,28 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
   }
   const std::string now = kube::Rfc3339(std::chrono::system_clock::now());
   if (available >= want - max_unavailable) {
-    kube::SetCondition(with_conditions, {"Available", "True", "MinimumReplicasAvailable",
-                                         "Deployment has minimum availability.", "", 0}, now);
+    kube::SetCondition(with_conditions,
+                       {"Available", "True", "MinimumReplicasAvailable",
+                        "Deployment has minimum availability.", "", 0},
+                       now);
   } else {
-    kube::SetCondition(with_conditions, {"Available", "False", "MinimumReplicasUnavailable",
-                                         "Deployment does not have minimum availability.", "", 0},
+    kube::SetCondition(with_conditions,
+                       {"Available", "False", "MinimumReplicasUnavailable",
+                        "Deployment does not have minimum availability.", "", 0},
                        now);
   }
   const std::string rs_name = kube::Name(*fresh);
-  const bool complete = fresh_state.pods == want && pods == want && available == want &&
-                        fresh_state.replicas == want;
+  const bool complete =
+      fresh_state.pods == want && pods == want && available == want && fresh_state.replicas == want;
   if (complete) {
-    kube::SetCondition(with_conditions, {"Progressing", "True", "NewReplicaSetAvailable",
-                                         "ReplicaSet \"" + rs_name + "\" has successfully progressed.",
-                                         "", 0}, now);
+    kube::SetCondition(with_conditions,
+                       {"Progressing", "True", "NewReplicaSetAvailable",
+                        "ReplicaSet \"" + rs_name + "\" has successfully progressed.", "", 0},
+                       now);
   } else {
-    kube::SetCondition(with_conditions, {"Progressing", "True", "ReplicaSetUpdated",
-                                         "ReplicaSet \"" + rs_name + "\" is progressing.", "", 0},
+    kube::SetCondition(with_conditions,
+                       {"Progressing", "True", "ReplicaSetUpdated",
+                        "ReplicaSet \"" + rs_name + "\" is progressing.", "", 0},
                        now);
   }
   status["conditions"] = with_conditions["status"]["conditions"];

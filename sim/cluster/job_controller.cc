@@ -30,13 +30,6 @@ constexpr std::string_view kBackoffLimitMessage = "Job has reached the specified
 constexpr std::string_view kDeadlineExceeded = "DeadlineExceeded";
 constexpr std::string_view kDeadlineMessage = "Job was active longer than specified deadline";
 
-const Json& Member(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 std::optional<int64_t> OptInt(const Json& v) {
   return v.is_number_integer() ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
 }

@@ -16,13 +16,6 @@ namespace res = kube::resources;
 constexpr std::string_view kUnschedulableTaint = "node.kubernetes.io/unschedulable";
 constexpr std::string_view kNotReadyTaint = "node.kubernetes.io/not-ready";
 
-const Json& Member(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 bool IsScalarResource(const std::string& name) {
   return name.find('/') != std::string::npos || StartsWith(name, "hugepages-");
 }
@@ -152,7 +145,8 @@ ScheduleResult ScheduleOne(const Json& pod, const std::vector<NodeUsage>& nodes)
   // kube-scheduler's FitError: "<count> <reason>" strings, sorted as strings.
   auto histogram = [](const std::map<std::string, int>& counts) {
     std::vector<std::string> parts;
-    for (const auto& [reason, count] : counts) parts.push_back(std::to_string(count) + " " + reason);
+    for (const auto& [reason, count] : counts)
+      parts.push_back(std::to_string(count) + " " + reason);
     std::sort(parts.begin(), parts.end());
     return Join(parts, ", ");
   };
@@ -162,7 +156,8 @@ ScheduleResult ScheduleOne(const Json& pod, const std::vector<NodeUsage>& nodes)
   if (policy.is_string() && policy.get<std::string>() == "Never") {
     out.message += " preemption: not eligible due to preemptionPolicy=Never.";
   } else {
-    out.message += " preemption: 0/" + total + " nodes are available: " + histogram(preemption) + ".";
+    out.message +=
+        " preemption: 0/" + total + " nodes are available: " + histogram(preemption) + ".";
   }
   return out;
 }
@@ -201,8 +196,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
       self->assumed_.erase(key);
     }
     // A pod leaving a node (finished) frees what it held there.
-    if (!kube::PodNodeName(*old).empty() && !kube::IsPodTerminal(*old) &&
-        kube::IsPodTerminal(*p)) {
+    if (!kube::PodNodeName(*old).empty() && !kube::IsPodTerminal(*old) && kube::IsPodTerminal(*p)) {
       self->EnqueuePending();
     }
     // Status writes (our own PodScheduled=False included) change nothing.
@@ -329,8 +323,8 @@ kube::ReconcileResult Scheduler::Reconcile(const std::string& key) {
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", decision.node}}}};
-  auto posted = client_.Raw("POST", res::kPods.Path(ns, name, "binding"), binding.dump(),
-                            "application/json");
+  auto posted =
+      client_.Raw("POST", res::kPods.Path(ns, name, "binding"), binding.dump(), "application/json");
   if (!posted.ok()) {
     if (kube::IsConflict(posted.status()) || kube::IsAlreadyExists(posted.status()) ||
         kube::IsNotFound(posted.status())) {
