@@ -139,6 +139,9 @@ struct Allocation {
 
 struct Session {
   std::unique_ptr<StateStore> store;
+  // This process's hold on the driver, from its first context on (a real
+  // process keeps /dev/nvidia-uvm open until it exits).
+  std::optional<gpuop::sim::DriverHolder> holder;
   std::vector<unsigned> devices;  // CUDA ordinal -> machine GPU index
   std::string env_key;
   unsigned generation = 0;
@@ -651,7 +654,9 @@ CUresult cuDriverGetVersion(int* driverVersion) {
     Driver& d = Drv();
     std::lock_guard<std::mutex> l(d.mu);
     if (d.session) {
-      *driverVersion = d.session->machine().cuda_driver_version;
+      auto st = d.session->store->Read();
+      *driverVersion = st.ok() ? gpuop::sim::LoadedCudaVersion(d.session->machine(), **st)
+                               : d.session->machine().cuda_driver_version;
       return CUDA_SUCCESS;
     }
     // Like the real library, this works before cuInit: the version is the library's.
@@ -777,6 +782,15 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
     ctx->sticky = CUDA_SUCCESS;
     ctx->used_bytes = kContextOverheadBytes;
     const uint32_t pid = static_cast<uint32_t>(::getpid());
+    if (!d.session->holder && d.session->store->shared()) {
+      auto h = gpuop::sim::DriverHolder::Acquire(
+          d.session->store->dir(),
+          "pid " + std::to_string(pid) + " (" + program_invocation_short_name + ")");
+      if (h.ok())
+        d.session->holder.emplace(std::move(h).value());
+      else
+        std::fprintf(stderr, "cuda-sim: %s\n", h.status().ToString().c_str());
+    }
     RecordInState(*d.session, [&](SimState& s) { SetProcess(s, gpu, pid, ctx->used_bytes); });
     *pctx = ctx;
     return CUDA_SUCCESS;

@@ -83,6 +83,14 @@ enum class HandleKind { kDevice, kGpuInstance, kComputeInstance, kEventSet };
 
 struct Session {
   std::unique_ptr<StateStore> store;
+  // The loaded driver's version and its CUDA version (a driver container may
+  // have loaded another than the machine's).
+  std::pair<std::string, int> DriverVersions() const {
+    auto st = store->Read();
+    if (!st.ok()) return {machine().driver_version, machine().cuda_driver_version};
+    return {gpuop::sim::LoadedDriverVersion(machine(), **st),
+            gpuop::sim::LoadedCudaVersion(machine(), **st)};
+  }
   // Machine indices of the GPUs this process sees (visibility.h), fixed at init.
   std::vector<unsigned> visible;
   const gpuop::sim::Machine& machine() const { return store->machine(); }
@@ -564,7 +572,7 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   return Guard([&]() -> nvmlReturn_t {
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
-    return CopyString(s->machine().driver_version, version, length);
+    return CopyString(s->DriverVersions().first, version, length);
   });
 }
 
@@ -573,8 +581,8 @@ nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
     // NVML's version is the CUDA major version followed by the driver version.
-    std::string v =
-        std::to_string(s->machine().cuda_driver_version / 1000) + "." + s->machine().driver_version;
+    auto [driver, cuda] = s->DriverVersions();
+    std::string v = std::to_string(cuda / 1000) + "." + driver;
     return CopyString(v, version, length);
   });
 }
@@ -584,7 +592,7 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
     if (cudaDriverVersion == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *cudaDriverVersion = s->machine().cuda_driver_version;
+    *cudaDriverVersion = s->DriverVersions().second;
     return NVML_SUCCESS;
   });
 }

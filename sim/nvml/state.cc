@@ -1,10 +1,13 @@
 #include "sim/nvml/state.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -149,6 +152,9 @@ std::string SerializeState(const SimState& s) {
             {"gpuUuids", s.gpu_uuids},
             {"createdUnixMs", s.created_unix_ms},
             {"driverLoaded", s.driver_loaded},
+            {"uvmLoaded", s.uvm_loaded},
+            {"modesetLoaded", s.modeset_loaded},
+            {"driverVersion", s.driver_version},
             {"nextSerial", s.next_serial},
             {"lastSeq", s.last_seq},
             {"gpus", gpus},
@@ -171,6 +177,10 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
     s.gpu_uuids = j.at("gpuUuids").get<std::vector<std::string>>();
     s.created_unix_ms = j.at("createdUnixMs").get<int64_t>();
     s.driver_loaded = j.at("driverLoaded").get<bool>();
+    // Absent in files written before the modules were told apart.
+    s.uvm_loaded = j.value("uvmLoaded", s.driver_loaded);
+    s.modeset_loaded = j.value("modesetLoaded", s.driver_loaded);
+    s.driver_version = j.value("driverVersion", std::string());
     s.next_serial = j.at("nextSerial").get<uint64_t>();
     s.last_seq = j.at("lastSeq").get<uint64_t>();
     for (const auto& g : j.at("gpus")) {
@@ -195,8 +205,7 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
       for (const auto& gi : g.at("gpuInstances")) r.gis.push_back(GiFromJson(gi));
       if (g.contains("processes")) {
         for (const auto& p : g.at("processes")) {
-          r.processes.push_back(
-              {p.at("pid").get<uint32_t>(), p.at("usedBytes").get<uint64_t>()});
+          r.processes.push_back({p.at("pid").get<uint32_t>(), p.at("usedBytes").get<uint64_t>()});
         }
       }
       r.last_kernel_unix_ms = g.value("lastKernelUnixMs", int64_t{0});
@@ -489,7 +498,8 @@ Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
       g.processes.clear();
     }
   }
-  s.driver_loaded = loaded;
+  s.driver_loaded = s.uvm_loaded = s.modeset_loaded = loaded;
+  if (!loaded) s.driver_version.clear();
   return Status::Ok();
 }
 
@@ -581,6 +591,90 @@ Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after) {
 
 Status SetDriverLoaded(StateStore& store, bool loaded) {
   return store.Update([&](SimState& s) { return ApplyDriverLoaded(store.machine(), s, loaded); });
+}
+
+std::string LoadedDriverVersion(const Machine& m, const SimState& s) {
+  return s.driver_version.empty() ? m.driver_version : s.driver_version;
+}
+
+int LoadedCudaVersion(const Machine& m, const SimState& s) {
+  return s.driver_version.empty() ? m.cuda_driver_version : CudaVersionForDriver(s.driver_version);
+}
+
+Status LoadDriver(StateStore& store, const std::string& version) {
+  if (version.empty()) return InvalidArgument("loading the simulated driver: no version given");
+  return store.Update([&](SimState& s) -> Status {
+    if (s.driver_loaded) {
+      const std::string loaded = LoadedDriverVersion(store.machine(), s);
+      if (loaded == version) {
+        s.uvm_loaded = s.modeset_loaded = true;
+        return Status::Ok();
+      }
+      return FailedPrecondition("driver " + loaded +
+                                " is loaded on this node: unload it before "
+                                "loading " +
+                                version);
+    }
+    GPUOP_RETURN_IF_ERROR(ApplyDriverLoaded(store.machine(), s, true));
+    s.driver_version = version;
+    return Status::Ok();
+  });
+}
+
+Result<DriverHolder> DriverHolder::Acquire(const std::string& state_dir, const std::string& what) {
+  const std::string dir = state_dir + "/holders";
+  GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
+  static std::atomic<uint64_t> counter{0};
+  const std::string path =
+      dir + "/" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
+      std::to_string(counter++);
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("creating driver holder " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Internal("locking driver holder " + path + ": " + std::strerror(errno));
+  }
+  if (::write(fd, what.data(), what.size()) < 0) {
+    ::close(fd);
+    return Internal("writing driver holder " + path + ": " + std::strerror(errno));
+  }
+  return DriverHolder(fd, path);
+}
+
+DriverHolder::~DriverHolder() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());
+  ::close(fd_);
+}
+
+Result<std::vector<std::string>> LiveDriverHolders(const std::string& state_dir) {
+  std::vector<std::string> live;
+  const std::string dir = state_dir + "/holders";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return live;
+    return Internal("reading " + dir + ": " + std::strerror(errno));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // its holder just went
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::unlink(path.c_str());  // nobody holds it: a process that died
+    } else {
+      auto what = ReadFile(path);
+      live.push_back(what.ok() && !what->empty() ? *what : name);
+    }
+    ::close(fd);
+  }
+  return live;
 }
 
 }  // namespace gpuop::sim

@@ -110,7 +110,11 @@ struct SimState {
   std::string machine;                 // Machine::name
   std::vector<std::string> gpu_uuids;  // says which machine the file belongs to
   int64_t created_unix_ms = 0;         // telemetry's time origin
+  // The kernel driver: `nvidia` (driver_loaded) and its two users, at the
+  // version a driver container loaded ("" : the machine's preinstalled one).
   bool driver_loaded = true;
+  bool uvm_loaded = true, modeset_loaded = true;
+  std::string driver_version;
   uint64_t next_serial = 1;  // creation serials of GIs and CIs
   uint64_t last_seq = 0;     // seq of the newest event
   std::vector<GpuRuntime> gpus;
@@ -199,6 +203,37 @@ Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after);
 // Driver unload/load. Unload destroys every MIG instance (they do not survive
 // the module); load resets every GPU. nvmlInit fails while unloaded.
 Status SetDriverLoaded(StateStore& store, bool loaded);
+// Loads the driver at `version` (a driver container's load): all three
+// modules. FailedPrecondition when a driver of another version is loaded
+// (unload it first); a no-op when this version is.
+Status LoadDriver(StateStore& store, const std::string& version);
+// The version NVML and CUDA report: the loaded one, else the machine's.
+std::string LoadedDriverVersion(const Machine& m, const SimState& s);
+// The CUDA version of that driver (12080 for 12.8).
+int LoadedCudaVersion(const Machine& m, const SimState& s);
+
+// A process's hold on the driver (an open /dev/nvidia-uvm in a real kernel):
+// an exclusive flock on a file in <state dir>/holders, released when the
+// process exits however it exits, in whatever container it ran. The CUDA
+// simulator takes one with a process's first context.
+class DriverHolder {
+ public:
+  // `what` names the holder in errors ("pid 42 (vector-add)").
+  static Result<DriverHolder> Acquire(const std::string& state_dir, const std::string& what);
+  DriverHolder(DriverHolder&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+    other.fd_ = -1;
+  }
+  DriverHolder& operator=(DriverHolder&&) = delete;
+  DriverHolder(const DriverHolder&) = delete;
+  ~DriverHolder();
+
+ private:
+  DriverHolder(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
+// The live holders' names; the files of dead ones are removed.
+Result<std::vector<std::string>> LiveDriverHolders(const std::string& state_dir);
 // Sets the MIG mode of `gpu` at once (as a mode change followed by a reset)
 // and, when enabling, replaces its layout with one GPU instance per entry of
 // `profiles` ("1g.10gb", ...; first free placement, in order), each holding

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "host/kernel_modules.h"
 #include "kube/client.h"
 
 namespace gpuop::cli {
@@ -28,6 +29,11 @@ struct GlobalOptions {
   std::string host_root = "/";  // --host-root / GPUOP_HOST_ROOT
   std::string nvml_lib;         // --nvml-lib / GPUOP_NVML_LIB; empty: libnvidia-ml.so.1
 };
+
+// The node's kernel modules: the simulated node's (sim/host/sim_kernel.h)
+// when GPUOP_SIM_STATE is set, as the simulator sets it in every container of a
+// simulated GPU node, else the running kernel's under `host_root`.
+Result<std::unique_ptr<host::KernelModules>> NodeKernelModules(const std::string& host_root);
 
 // What main() runs once flags are parsed; returns the process exit code.
 using Action = std::function<int()>;

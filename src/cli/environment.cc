@@ -1,7 +1,10 @@
-// ProcessEnvironment (cli.h).
+// ProcessEnvironment and NodeKernelModules (cli.h).
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "cli/cli.h"
+#include "sim/host/sim_kernel.h"
 
 namespace gpuop::cli {
 
@@ -13,6 +16,14 @@ std::map<std::string, std::string> ProcessEnvironment() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
+}
+
+Result<std::unique_ptr<host::KernelModules>> NodeKernelModules(const std::string& host_root) {
+  const char* sim_state = std::getenv("GPUOP_SIM_STATE");
+  if (sim_state != nullptr && *sim_state != '\0') return sim::SimKernelModulesFromEnv();
+  // /proc/modules is the kernel's whatever the mount namespace; /sys/module
+  // is read through the host root the chart mounts.
+  return host::SystemKernelModules("/", host_root);
 }
 
 }  // namespace gpuop::cli

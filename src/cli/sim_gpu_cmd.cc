@@ -113,13 +113,20 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
   });
 
   auto driver_op = std::make_shared<std::string>();
-  auto* driver = sim.add_subcommand("driver", "Load or unload the simulated GPU driver");
+  auto driver_version = std::make_shared<std::string>();
+  auto* driver = sim.add_subcommand(
+      "driver", "Load or unload the simulated GPU driver (unload: the driver lost, held or not)");
   driver->add_option("operation", *driver_op, "load|unload")
       ->required()
       ->check(CLI::IsMember({"load", "unload"}));
-  driver->callback([action, driver_op] {
-    *action = [driver_op] {
+  driver->add_option("--version", *driver_version,
+                     "load: the driver version to load (default: the machine's)");
+  driver->callback([action, driver_op, driver_version] {
+    *action = [driver_op, driver_version] {
       return RunControl([&](sim::StateStore& store) {
+        if (*driver_op == "load" && !driver_version->empty()) {
+          return sim::LoadDriver(store, *driver_version);
+        }
         return sim::SetDriverLoaded(store, *driver_op == "load");
       });
     };
