@@ -40,6 +40,8 @@ const std::vector<Builtin>& BuiltinTable() {
       {"batch", "Job", "jobs", true, {}, true, true},
       // events.k8s.io/v1
       {"events.k8s.io", "Event", "events", true, {"ev"}},
+      // policy/v1 (read by the eviction subresource, disruption.h)
+      {"policy", "PodDisruptionBudget", "poddisruptionbudgets", true, {"pdb"}, true},
       // rbac.authorization.k8s.io/v1
       {"rbac.authorization.k8s.io", "Role", "roles", true, {}},
       {"rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true, {}},
@@ -70,6 +72,7 @@ const char* const kGroupOrder[] = {
     "apps",
     "events.k8s.io",
     "batch",
+    "policy",
     "rbac.authorization.k8s.io",
     "apiextensions.k8s.io",
     "coordination.k8s.io",

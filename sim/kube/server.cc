@@ -24,6 +24,7 @@
 #include "sim/kube/apply.h"
 #include "sim/kube/crd.h"
 #include "sim/kube/discovery.h"
+#include "sim/kube/disruption.h"
 #include "sim/kube/json_patch.h"
 #include "sim/kube/openapi.h"
 #include "sim/kube/protobuf.h"
@@ -225,6 +226,8 @@ struct ApiServer::Impl {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stopped = false;  // GUARDED_BY(stop_mu)
+
+  std::mutex eviction_mu;  // one eviction at a time: check and delete
 
   std::mutex crd_mu;
   // Compiled CRDs by name ("widgets.example.com").
@@ -468,6 +471,59 @@ struct ApiServer::Impl {
       if (updated.error().code != 409) return updated.error();
     }
     return ApiStatus::Ok();
+  }
+
+  // pods/eviction: the PodDisruptionBudget check (disruption.h) and the
+  // deletion, under one lock so that concurrent evictions (kubectl drain
+  // sends them in parallel) each see the pods the others took away.
+  ApiStatus Evict(const ResourceInfo& pods, const RequestTarget& t, const DeleteOptions& d) {
+    std::lock_guard lock(eviction_mu);
+    auto pod = store->Get(pods, t.ns, t.name);
+    if (!pod.ok()) return pod.error();
+    if (ServedPtr pdbs = registry.Find("policy", "v1", "poddisruptionbudgets")) {
+      auto budgets = store->List(pdbs->info, t.ns);
+      if (!budgets.ok()) return budgets.error();
+      auto all_pods = store->List(pods, t.ns);
+      if (!all_pods.ok()) return all_pods.error();
+      GPUOP_API_RETURN_IF_ERROR(CheckEviction(
+          **pod, all_pods->items, budgets->items,
+          [this](const std::string& ns, const Json& ref) { return ControllerScale(ns, ref); }));
+    }
+    auto deleted = store->Delete(pods, t.ns, t.name, d);
+    if (!deleted.ok()) return deleted.error();
+    return ApiStatus::Ok();
+  }
+
+  // The disruption controller's scale finders: a ReplicaSet owned by a
+  // Deployment answers with the Deployment's replicas; any other served
+  // owner that scales (the apps workloads, ReplicationControllers, custom
+  // resources with a scale subresource) with its own spec.replicas.
+  std::optional<int64_t> ControllerScale(const std::string& ns, const Json& ref) {
+    std::string api_version = ref.value("apiVersion", "");
+    size_t slash = api_version.find('/');
+    std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+    std::string version = api_version.substr(slash == std::string::npos ? 0 : slash + 1);
+    std::string kind = ref.value("kind", "");
+    ServedPtr owner = registry.FindKind(group, version, kind);
+    bool replica_set = group == "apps" && kind == "ReplicaSet";
+    bool scales = replica_set ||
+                  (group == "apps" && (kind == "Deployment" || kind == "StatefulSet")) ||
+                  (group.empty() && kind == "ReplicationController") ||
+                  (owner && owner->info.subresources.scale);
+    if (!owner || !scales) return std::nullopt;
+    auto obj = store->Get(owner->info, ns, ref.value("name", ""));
+    if (!obj.ok() || (*obj)->at("metadata").value("uid", "") != ref.value("uid", "")) {
+      return std::nullopt;
+    }
+    if (replica_set) {
+      for (const Json& up : (*obj)->at("metadata").value("ownerReferences", Json::array())) {
+        if (up.value("controller", false) && up.value("kind", "") == "Deployment") {
+          return ControllerScale(ns, up);
+        }
+      }
+    }
+    const Json spec = (*obj)->value("spec", Json::object());
+    return spec.value("replicas", int64_t{1});
   }
 
   void Handle(const std::string& method, const httplib::Request& req, httplib::Response& res);
@@ -857,8 +913,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     if (opts.contains("gracePeriodSeconds") && opts["gracePeriodSeconds"].is_number_integer()) {
       d.grace_period_seconds = opts["gracePeriodSeconds"].get<int64_t>();
     }
-    auto del = store->Delete(info, t.ns, t.name, d);
-    if (!del.ok()) return WriteError(res, del.error());
+    if (auto evicted = Evict(info, t, d); !evicted.ok()) return WriteError(res, evicted.error());
     Json status = SuccessStatus();
     status["code"] = 201;
     return WriteJson(res, 201, status);

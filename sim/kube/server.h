@@ -24,9 +24,9 @@
 // what clients trust.
 //
 // What it does not do: authorization (every authenticated user may do
-// everything), admission webhooks, pod disruption budgets (an eviction always
-// deletes the pod; the real server's 429 for a PDB never happens), the scale
-// subresource, protobuf, HTTP/2, field selectors beyond the store's.
+// everything), admission webhooks, a disruption controller (an eviction checks
+// PodDisruptionBudgets against a status computed on the spot, disruption.h), the
+// scale subresource, protobuf, HTTP/2, field selectors beyond the store's.
 //
 // Thread-safety: Start, Stop and Wait may be called from any thread; the
 // accessors return objects that are themselves thread-safe. Requests are
