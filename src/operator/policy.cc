@@ -128,9 +128,6 @@ constexpr IgnoredField kIgnoredFields[] = {
     {"driver", "rdma.enabled"},
     {"driver", "livenessProbe"},
     {"driver", "readinessProbe"},
-    // No upgrade controller yet: a new driver version waits for its pods to
-    // be deleted (the driver DaemonSet updates OnDelete).
-    {"driver", "upgradePolicy.autoUpgrade"},
     {"dcgmExporter", "serviceMonitor.enabled"},
     {"dcgmExporter", "enablePodLabels"},
     {"dcgmExporter", "enablePodUID"},
@@ -333,6 +330,10 @@ Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env) {
   p.mig_manager_config_name = StringField(mig_config, "name", p.mig_manager_config_name);
   p.mig_manager_config_default = StringField(mig_config, "default", p.mig_manager_config_default);
   p.dcgm_exporter_config_name = StringField(Field(Field(spec, "dcgmExporter"), "config"), "name");
+
+  auto upgrade_policy = upgrade::ParseUpgradePolicy(Field(Field(spec, "driver"), "upgradePolicy"));
+  if (!upgrade_policy.ok()) return upgrade_policy.status();
+  p.driver_upgrade = std::move(upgrade_policy).value();
 
   p.ignored_fields = IgnoredFields(spec);
   return p;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "operator/upgrade.h"
 
 namespace gpuop::op {
 
@@ -112,6 +113,7 @@ struct Policy {
   std::string mig_manager_config_name = "default-mig-parted-config";
   std::string mig_manager_config_default = "all-disabled";
   std::string dcgm_exporter_config_name;  // ConfigMap with the counters CSV; "" built-in
+  upgrade::UpgradePolicy driver_upgrade;  // spec.driver.upgradePolicy
   // spec paths set by the user that gpuop accepts but does not act on.
   std::vector<std::string> ignored_fields;
 

@@ -40,8 +40,7 @@ TEST(PolicyTest, HelmDefaultsParse) {
   // NVIDIA's chart names for the components gpuop runs with its own image,
   // nor the empty config names and sandbox components it always writes.
   EXPECT_EQ(p->ignored_fields,
-            (std::vector<std::string>{"spec.driver.upgradePolicy.autoUpgrade",
-                                      "spec.dcgmExporter.serviceMonitor.enabled"}));
+            (std::vector<std::string>{"spec.dcgmExporter.serviceMonitor.enabled"}));
 }
 
 // The ClusterPolicy NVIDIA's own chart renders for the seed's install command
@@ -59,8 +58,7 @@ TEST(PolicyTest, NvidiaChartSeedParses) {
     EXPECT_EQ(p->Get(c).image, "ghcr.io/gpuop/gpuop:1.2.3") << ComponentName(c);
   }
   EXPECT_EQ(p->ignored_fields,
-            (std::vector<std::string>{"spec.driver.upgradePolicy.autoUpgrade",
-                                      "spec.dcgmExporter.serviceMonitor.enabled"}));
+            (std::vector<std::string>{"spec.dcgmExporter.serviceMonitor.enabled"}));
 }
 
 // NVIDIA's image of a component gpuop runs itself is replaced silently at any
@@ -114,7 +112,6 @@ TEST(PolicyTest, FieldsGpuopDoesNotActOnAreReportedWhenSet) {
       {"driver.rdma.enabled", true, false},
       {"driver.livenessProbe", {{"periodSeconds", 30}}, Json::object()},
       {"driver.readinessProbe", {{"periodSeconds", 30}}, Json::object()},
-      {"driver.upgradePolicy.autoUpgrade", true, false},
       {"dcgmExporter.serviceMonitor.enabled", true, false},
       {"dcgmExporter.enablePodLabels", true, false},
       {"dcgmExporter.enablePodUID", true, false},
