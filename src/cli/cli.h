@@ -75,6 +75,8 @@ void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* ac
 void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 // `gpuop validator`: node validations and the node-status exporter (validator/).
 void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop driver-manager`: the driver pod's init container (driver_manager/manager.h).
+void RegisterDriverManagerCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop cuda vector-add`: the CUDA check (cuda/vector_add.h).
 void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop crd apply` and `gpuop uninstall` (lifecycle/uninstall.h): the chart's hooks.

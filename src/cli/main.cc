@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   cli::RegisterMigCommand(app, g, &action);
   cli::RegisterMigManagerCommand(app, g, &action);
   cli::RegisterValidatorCommand(app, g, &action);
+  cli::RegisterDriverManagerCommand(app, g, &action);
   cli::RegisterCudaCommand(app, g, &action);
   cli::RegisterLifecycleCommands(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);

@@ -1,0 +1,261 @@
+#include "driver_manager/core.h"
+
+#include <algorithm>
+
+#include "base/strings.h"
+#include "kube/object.h"
+
+namespace gpuop::driver_manager {
+namespace {
+
+// The app labels of the operands that must leave the node (§2.2 step 4).
+constexpr std::array<std::string_view, 12> kOperandApps = {"nvidia-operator-validator",
+                                                           "nvidia-container-toolkit-daemonset",
+                                                           "nvidia-device-plugin-daemonset",
+                                                           "gpu-feature-discovery",
+                                                           "nvidia-dcgm-exporter",
+                                                           "nvidia-dcgm",
+                                                           "nvidia-dcgm-exporter-dra",
+                                                           "nvidia-dcgm-dra",
+                                                           "nvidia-mig-manager",
+                                                           "nvidia-sandbox-validator",
+                                                           "nvidia-sandbox-device-plugin-daemonset",
+                                                           "nvidia-vgpu-device-manager"};
+constexpr std::string_view kDraPluginApp = "nvidia-dra-driver-kubelet-plugin";
+
+const Json& Field(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string Suffix() { return "_" + std::string(kPauseValue); }
+
+bool NamesGpuResource(const Json& resources) {
+  for (const char* kind : {"limits", "requests"}) {
+    const Json& list = Field(resources, kind);
+    if (!list.is_object()) continue;
+    for (const auto& [name, _] : list.items()) {
+      if (StartsWith(name, "nvidia.com/gpu") || StartsWith(name, "nvidia.com/mig-")) return true;
+    }
+  }
+  return false;
+}
+
+std::optional<std::string> AppLabel(const Json& pod) { return kube::Label(pod, "app"); }
+
+}  // namespace
+
+std::string DeployLabel(std::string_view component) {
+  return std::string(kDeployLabelPrefix) + std::string(component);
+}
+
+std::optional<std::string> PausedValue(std::optional<std::string_view> current) {
+  if (!current || current->empty() || *current == "false") return std::nullopt;
+  if (current->find(kPauseValue) != std::string_view::npos) return std::nullopt;
+  if (*current == "true") return std::string(kPauseValue);
+  return std::string(*current) + Suffix();
+}
+
+std::optional<std::string> RestoredValue(std::optional<std::string_view> current) {
+  if (!current) return std::nullopt;
+  if (*current == kPauseValue) return std::string("true");
+  if (EndsWith(*current, Suffix())) {
+    return std::string(current->substr(0, current->size() - Suffix().size()));
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> PausableLabels(const std::string& custom_label) {
+  std::vector<std::string> out;
+  for (std::string_view c : kPausedComponents) out.push_back(DeployLabel(c));
+  if (!custom_label.empty() && std::find(out.begin(), out.end(), custom_label) == out.end()) {
+    out.push_back(custom_label);
+  }
+  return out;
+}
+
+namespace {
+
+std::map<std::string, std::string> Changes(
+    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels,
+    std::optional<std::string> (*rule)(std::optional<std::string_view>)) {
+  std::map<std::string, std::string> out;
+  for (const std::string& label : labels) {
+    auto it = node_labels.find(label);
+    std::optional<std::string_view> current;
+    if (it != node_labels.end()) current = it->second;
+    if (auto next = rule(current)) out[label] = *next;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> PauseChanges(
+    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels) {
+  return Changes(node_labels, labels, PausedValue);
+}
+
+std::map<std::string, std::string> RestoreChanges(
+    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels) {
+  return Changes(node_labels, labels, RestoredValue);
+}
+
+Json LabelPatch(const std::map<std::string, std::string>& changes) {
+  Json labels = Json::object();
+  for (const auto& [k, v] : changes) labels[k] = v;
+  return Json{{"metadata", {{"labels", std::move(labels)}}}};
+}
+
+bool IsGpuPod(const Json& pod) {
+  const Json& containers = Field(Field(pod, "spec"), "containers");
+  if (!containers.is_array()) return false;
+  for (const Json& c : containers) {
+    if (NamesGpuResource(Field(c, "resources"))) return true;
+  }
+  return false;
+}
+
+bool IsDaemonSetPod(const Json& pod) {
+  for (const kube::OwnerReference& o : kube::OwnerReferences(pod)) {
+    if (o.controller && o.kind == "DaemonSet") return true;
+  }
+  return false;
+}
+
+bool IsMirrorPod(const Json& pod) {
+  return kube::Annotation(pod, "kubernetes.io/config.mirror").has_value();
+}
+
+bool IsOperandPod(const Json& pod, std::string_view operator_namespace) {
+  if (kube::Namespace(pod) == operator_namespace) {
+    if (auto app = AppLabel(pod)) {
+      if (std::find(kOperandApps.begin(), kOperandApps.end(), *app) != kOperandApps.end()) {
+        return true;
+      }
+    }
+  }
+  if (!IsDaemonSetPod(pod)) return false;
+  const Json& selector = Field(Field(pod, "spec"), "nodeSelector");
+  return selector.is_object() && selector.contains(DeployLabel("client"));
+}
+
+bool IsDraPluginPod(const Json& pod, std::string_view operator_namespace) {
+  return kube::Namespace(pod) == operator_namespace && AppLabel(pod) == kDraPluginApp;
+}
+
+std::string PodKey(const Json& pod) { return kube::Namespace(pod) + "/" + kube::Name(pod); }
+
+std::string PodList(const std::vector<Json>& pods, size_t max) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < pods.size() && i < max; ++i) names.push_back(PodKey(pods[i]));
+  std::string out = Join(names, ", ");
+  if (pods.size() > max) out += " and " + std::to_string(pods.size() - max) + " more";
+  return out;
+}
+
+EvictionPlan PlanEviction(const std::vector<Json>& pods, const EvictionFlags& flags,
+                          bool only_gpu_pods) {
+  EvictionPlan plan;
+  for (const Json& pod : pods) {
+    if (only_gpu_pods && !IsGpuPod(pod)) continue;
+    if (IsMirrorPod(pod)) {
+      if (only_gpu_pods) {
+        plan.refused.push_back(PodKey(pod) +
+                               ": a static pod (remove its manifest from the kubelet's "
+                               "manifest directory)");
+      }
+      continue;
+    }
+    if (IsDaemonSetPod(pod)) {
+      if (only_gpu_pods) {
+        plan.refused.push_back(PodKey(pod) +
+                               ": owned by a DaemonSet, which would recreate it (stop the "
+                               "DaemonSet from selecting this node)");
+      }
+      continue;
+    }
+    if (kube::IsPodTerminal(pod)) {
+      plan.evict.push_back(pod);
+      continue;
+    }
+    std::vector<std::string> why;
+    bool has_controller = false;
+    for (const kube::OwnerReference& o : kube::OwnerReferences(pod)) has_controller |= o.controller;
+    if (!has_controller && !flags.force) {
+      why.push_back("no controller would recreate it (set DRAIN_USE_FORCE=true to delete it)");
+    }
+    bool empty_dir = false;
+    const Json& volumes = Field(Field(pod, "spec"), "volumes");
+    if (volumes.is_array()) {
+      for (const Json& v : volumes) empty_dir |= v.contains("emptyDir");
+    }
+    if (empty_dir && !flags.delete_emptydir_data) {
+      why.push_back("its emptyDir data would be lost (set DRAIN_DELETE_EMPTYDIR_DATA=true)");
+    }
+    if (why.empty()) {
+      plan.evict.push_back(pod);
+    } else {
+      plan.refused.push_back(PodKey(pod) + ": " + Join(why, "; "));
+    }
+  }
+  return plan;
+}
+
+std::string_view DecisionName(Decision d) {
+  switch (d) {
+    case Decision::kHostDriver:
+      return "host-driver";
+    case Decision::kNoDriver:
+      return "no-driver-loaded";
+    case Decision::kDriverCurrent:
+      return "driver-current";
+    case Decision::kReload:
+      return "reload";
+  }
+  return "unknown";
+}
+
+Decision Decide(const NodeState& node, const std::string& digest, bool force_reinstall) {
+  if (node.host_driver) return Decision::kHostDriver;
+  if (!node.nvidia_loaded) return Decision::kNoDriver;
+  if (!force_reinstall && !digest.empty() && node.loaded_digest == digest) {
+    return Decision::kDriverCurrent;
+  }
+  return Decision::kReload;
+}
+
+EvictionPolicy PolicyFor(bool enable_eviction, bool enable_drain,
+                         std::optional<std::string_view> upgrade_annotation) {
+  if (upgrade_annotation == "true") return {.upgrade_controller_owns = true};
+  return {.evict = enable_eviction, .drain = enable_drain};
+}
+
+CordonState CordonStateOf(const Json& node) {
+  if (!kube::IsUnschedulable(node)) return CordonState::kSchedulable;
+  return kube::Annotation(node, kCordonAnnotation) == "true" ? CordonState::kCordonedByUs
+                                                             : CordonState::kCordonedByOther;
+}
+
+std::optional<Json> CordonPatch(const Json& node) {
+  if (CordonStateOf(node) != CordonState::kSchedulable) return std::nullopt;
+  return Json{{"metadata",
+               {{"resourceVersion", kube::ResourceVersion(node)},
+                {"annotations", {{std::string(kCordonAnnotation), "true"}}}}},
+              {"spec", {{"unschedulable", true}}}};
+}
+
+std::optional<Json> UncordonPatch(const Json& node) {
+  const bool ours = kube::Annotation(node, kCordonAnnotation).has_value();
+  if (!ours) return std::nullopt;
+  Json patch{{"metadata",
+              {{"resourceVersion", kube::ResourceVersion(node)},
+               {"annotations", {{std::string(kCordonAnnotation), nullptr}}}}}};
+  // Someone who uncordoned meanwhile already did the work; only the mark goes.
+  if (kube::IsUnschedulable(node)) patch["spec"] = {{"unschedulable", nullptr}};
+  return patch;
+}
+
+}  // namespace gpuop::driver_manager

@@ -1,0 +1,160 @@
+// The driver manager's pure core: inputs in, decisions out. No I/O, no clock.
+//
+//   - the pause/restore table of k8s-driver-manager (facts/driver.md §2.3) over
+//     the node's nvidia.com/gpu.deploy.* labels;
+//   - which pods are GPU pods (§2.4), which are paused operands that must
+//     leave the node (§2.2 step 4), which pods an eviction or a drain may
+//     remove and, all or nothing, why not;
+//   - what a run does given the node's state (§2.2 steps 1, 3, 5) and the
+//     policy (eviction, drain, or the upgrade controller's override);
+//   - the node patches that cordon and uncordon, remembering that gpuop made
+//     the cordon so an admin's cordon is never undone.
+//
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuop::driver_manager {
+
+using Json = nlohmann::json;
+
+// ---- Labels ---------------------------------------------------------------
+
+inline constexpr std::string_view kPauseValue = "paused-for-driver-upgrade";
+inline constexpr std::string_view kDeployLabelPrefix = "nvidia.com/gpu.deploy.";
+// nvidia.com/gpu.deploy.driver's value on a node whose host has its own driver.
+inline constexpr std::string_view kPreInstalled = "pre-installed";
+// Set by the operator while driver.upgradePolicy.autoUpgrade is on: the
+// upgrade controller owns eviction and drain, the driver manager does neither.
+inline constexpr std::string_view kUpgradeEnabledAnnotation =
+    "nvidia.com/gpu-driver-upgrade-enabled";
+// Marks a cordon the driver manager made, so only that one is undone.
+inline constexpr std::string_view kCordonAnnotation = "gpuop.io/driver-manager-cordon";
+
+// The operands k8s-driver-manager pauses, as their deploy label suffix. The
+// DRA driver is paused after the GPU pods are gone (its kubelet plugin
+// releases their claims), so it is not in this list; see kDraDriverComponent.
+inline constexpr std::array<std::string_view, 15> kPausedComponents = {
+    "operator-validator",  "container-toolkit",
+    "device-plugin",       "gpu-feature-discovery",
+    "dcgm-exporter",       "dcgm",
+    "mig-manager",         "nvsm",
+    "sandbox-validator",   "sandbox-device-plugin",
+    "vgpu-device-manager", "client",
+    "dra-validator",       "dcgm-dra",
+    "dcgm-exporter-dra"};
+inline constexpr std::string_view kDraDriverComponent = "dra-driver";
+
+std::string DeployLabel(std::string_view component);
+
+// §2.3: the value pausing writes for a label's current value; nullopt when
+// the label is left as it is (absent, "", "false", already paused).
+std::optional<std::string> PausedValue(std::optional<std::string_view> current);
+// The value restoring writes; nullopt when the label is not paused.
+std::optional<std::string> RestoredValue(std::optional<std::string_view> current);
+
+// The labels gpuop pauses: the deploy labels of kPausedComponents plus the
+// custom NODE_LABEL_FOR_GPU_POD_EVICTION label when it is named.
+std::vector<std::string> PausableLabels(const std::string& custom_label);
+
+// Label writes (label → new value) that pause, or restore, `labels` on a node
+// with `node_labels`; only the labels that change.
+std::map<std::string, std::string> PauseChanges(
+    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels);
+std::map<std::string, std::string> RestoreChanges(
+    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels);
+
+// A strategic-merge patch body that sets these labels.
+Json LabelPatch(const std::map<std::string, std::string>& changes);
+
+// ---- Pods -----------------------------------------------------------------
+
+// A regular container whose limits or requests name nvidia.com/gpu* or
+// nvidia.com/mig-* (init containers do not count: they ran to completion).
+bool IsGpuPod(const Json& pod);
+
+// The operand pods that must leave before a driver reload: in the operator
+// namespace with one of the operands' app labels, or (any namespace) owned by
+// a DaemonSet and selecting nodes by nvidia.com/gpu.deploy.client.
+bool IsOperandPod(const Json& pod, std::string_view operator_namespace);
+// The DRA driver's kubelet plugin (app=nvidia-dra-driver-kubelet-plugin).
+bool IsDraPluginPod(const Json& pod, std::string_view operator_namespace);
+
+bool IsDaemonSetPod(const Json& pod);
+bool IsMirrorPod(const Json& pod);  // a static pod's API mirror
+
+struct EvictionFlags {
+  bool force = false;                 // evict pods without a controller
+  bool delete_emptydir_data = false;  // evict pods with emptyDir volumes
+};
+
+struct EvictionPlan {
+  std::vector<Json> evict;           // what to evict when `refused` is empty
+  std::vector<std::string> refused;  // "ns/name: why, and the flag that allows it"
+};
+
+// kubectl drain's filters over `pods`: DaemonSet pods and mirror pods are
+// skipped; finished pods are always removable; a pod without a controller
+// needs `force`, one with emptyDir needs `delete_emptydir_data`.
+// `only_gpu_pods`: GPU pods only, and then a DaemonSet-owned GPU pod is
+// refused (it cannot leave: its controller recreates it), as NVIDIA's
+// all-or-nothing GPU eviction refuses it.
+EvictionPlan PlanEviction(const std::vector<Json>& pods, const EvictionFlags& flags,
+                          bool only_gpu_pods);
+
+// "ns/name".
+std::string PodKey(const Json& pod);
+// "ns/a, ns/b" (at most `max` names, then "and N more").
+std::string PodList(const std::vector<Json>& pods, size_t max = 10);
+
+// ---- The run --------------------------------------------------------------
+
+struct NodeState {
+  bool host_driver = false;    // NVML under the host root initialises
+  bool nvidia_loaded = false;  // the nvidia module is in the kernel
+  // /run/nvidia/nvidia-driver.state: the digest of the loaded driver's config.
+  std::optional<std::string> loaded_digest;
+};
+
+enum class Decision {
+  kHostDriver,     // label gpu.deploy.driver=pre-installed, exit 1
+  kNoDriver,       // nothing loaded: restore labels, exit 0
+  kDriverCurrent,  // the same config is loaded: restore labels, exit 0
+  kReload,         // pause, evict, unload
+};
+std::string_view DecisionName(Decision d);
+
+// `digest`: DRIVER_CONFIG_DIGEST; empty never matches.
+Decision Decide(const NodeState& node, const std::string& digest, bool force_reinstall);
+
+struct EvictionPolicy {
+  bool evict = false;                    // evict GPU pods
+  bool drain = false;                    // drain the node when eviction fails or is off
+  bool upgrade_controller_owns = false;  // kUpgradeEnabledAnnotation="true"
+};
+// The env switches, overridden by the upgrade controller's annotation.
+EvictionPolicy PolicyFor(bool enable_eviction, bool enable_drain,
+                         std::optional<std::string_view> upgrade_annotation);
+
+// ---- Cordon ---------------------------------------------------------------
+
+enum class CordonState {
+  kSchedulable,
+  kCordonedByUs,     // unschedulable with kCordonAnnotation (a run crashed, or this run)
+  kCordonedByOther,  // an admin's (or another controller's) cordon: never undone
+};
+CordonState CordonStateOf(const Json& node);
+
+// Merge patches, conditional on the node's resourceVersion; nullopt when
+// there is nothing to do (already cordoned; not our cordon).
+std::optional<Json> CordonPatch(const Json& node);
+std::optional<Json> UncordonPatch(const Json& node);
+
+}  // namespace gpuop::driver_manager

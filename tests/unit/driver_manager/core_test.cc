@@ -1,0 +1,321 @@
+#include "driver_manager/core.h"
+
+#include <gtest/gtest.h>
+
+#include "driver_manager/options.h"
+
+namespace gpuop::driver_manager {
+namespace {
+
+using Labels = std::map<std::string, std::string>;
+
+TEST(PauseTableTest, MatchesKubernetesDriverManager) {
+  // facts/driver.md §2.3, row by row.
+  EXPECT_EQ(PausedValue(std::nullopt), std::nullopt);
+  EXPECT_EQ(PausedValue(""), std::nullopt);
+  EXPECT_EQ(PausedValue("false"), std::nullopt);
+  EXPECT_EQ(PausedValue("true"), "paused-for-driver-upgrade");
+  EXPECT_EQ(PausedValue("paused-for-driver-upgrade"), std::nullopt);
+  EXPECT_EQ(PausedValue("pre-installed_paused-for-driver-upgrade"), std::nullopt);
+  EXPECT_EQ(PausedValue("pre-installed"), "pre-installed_paused-for-driver-upgrade");
+  // Another pauser's value (the MIG manager's) is kept under ours.
+  EXPECT_EQ(PausedValue("paused-for-mig-change"),
+            "paused-for-mig-change_paused-for-driver-upgrade");
+
+  EXPECT_EQ(RestoredValue(std::nullopt), std::nullopt);
+  EXPECT_EQ(RestoredValue(""), std::nullopt);
+  EXPECT_EQ(RestoredValue("false"), std::nullopt);
+  EXPECT_EQ(RestoredValue("true"), std::nullopt);
+  EXPECT_EQ(RestoredValue("paused-for-driver-upgrade"), "true");
+  EXPECT_EQ(RestoredValue("pre-installed_paused-for-driver-upgrade"), "pre-installed");
+  EXPECT_EQ(RestoredValue("pre-installed"), std::nullopt);
+}
+
+TEST(PauseTableTest, PauseThenRestoreIsTheIdentityAndPausingTwiceChangesNothing) {
+  for (std::string v : {"true", "false", "", "pre-installed", "paused-for-mig-change"}) {
+    std::string paused = PausedValue(v).value_or(v);
+    EXPECT_EQ(PausedValue(paused), std::nullopt) << v;  // a re-run after a crash
+    EXPECT_EQ(RestoredValue(paused).value_or(paused), v);
+  }
+}
+
+TEST(PauseChangesTest, PausesTheDeployLabelsSetToTrueAndTheCustomLabel) {
+  Labels node{{"nvidia.com/gpu.deploy.device-plugin", "true"},
+              {"nvidia.com/gpu.deploy.gpu-feature-discovery", "true"},
+              {"nvidia.com/gpu.deploy.dcgm-exporter", "false"},
+              {"nvidia.com/gpu.deploy.driver", "true"},                // never paused
+              {"nvidia.com/gpu.deploy.node-status-exporter", "true"},  // never paused
+              {"nvidia.com/gpu.deploy.dra-driver", "true"},            // paused later, on its own
+              {"nvidia.com/gpu.deploy.mig-manager", "pre-installed"},
+              {"example.com/gpu-client", "true"}};
+  auto changes = PauseChanges(node, PausableLabels("example.com/gpu-client"));
+  EXPECT_EQ(
+      changes,
+      (Labels{{"nvidia.com/gpu.deploy.device-plugin", "paused-for-driver-upgrade"},
+              {"nvidia.com/gpu.deploy.gpu-feature-discovery", "paused-for-driver-upgrade"},
+              {"nvidia.com/gpu.deploy.mig-manager", "pre-installed_paused-for-driver-upgrade"},
+              {"example.com/gpu-client", "paused-for-driver-upgrade"}}));
+  // Absent labels (client, nvsm, ...) are not written: the operator's labeler
+  // would read an empty value as "not set".
+  for (const auto& [k, v] : changes) EXPECT_TRUE(node.contains(k)) << k;
+
+  Labels paused = node;
+  for (const auto& [k, v] : changes) paused[k] = v;
+  EXPECT_TRUE(PauseChanges(paused, PausableLabels("example.com/gpu-client")).empty());
+  std::vector<std::string> all = PausableLabels("example.com/gpu-client");
+  all.push_back(DeployLabel(kDraDriverComponent));
+  auto restore = RestoreChanges(paused, all);
+  Labels restored = paused;
+  for (const auto& [k, v] : restore) restored[k] = v;
+  EXPECT_EQ(restored, node);
+  EXPECT_EQ(LabelPatch({{"a", "b"}}), (Json{{"metadata", {{"labels", {{"a", "b"}}}}}}));
+}
+
+TEST(PausableLabelsTest, SixteenUpstreamLabelsLessTheDraDriverPlusTheCustomOne) {
+  auto labels = PausableLabels("");
+  EXPECT_EQ(labels.size(), 15u);
+  EXPECT_EQ(labels.front(), "nvidia.com/gpu.deploy.operator-validator");
+  for (const std::string& l : labels) {
+    EXPECT_NE(l, "nvidia.com/gpu.deploy.driver");
+    EXPECT_NE(l, "nvidia.com/gpu.deploy.dra-driver");
+  }
+  EXPECT_EQ(PausableLabels("team/gpu").back(), "team/gpu");
+  // Naming a deploy label as the custom one does not pause it twice.
+  EXPECT_EQ(PausableLabels("nvidia.com/gpu.deploy.client").size(), 15u);
+}
+
+Json Pod(const std::string& ns, const std::string& name, Json spec, Json labels = Json::object(),
+         const std::string& owner_kind = "ReplicaSet") {
+  Json meta{{"namespace", ns}, {"name", name}, {"labels", std::move(labels)}};
+  if (!owner_kind.empty()) {
+    meta["ownerReferences"] = Json::array({{{"apiVersion", "apps/v1"},
+                                            {"kind", owner_kind},
+                                            {"name", "o"},
+                                            {"uid", "u"},
+                                            {"controller", true}}});
+  }
+  return Json{{"metadata", std::move(meta)}, {"spec", std::move(spec)}};
+}
+
+Json WithResources(Json resources) {
+  return Json{{"containers", Json::array({{{"name", "c"}, {"resources", std::move(resources)}}})}};
+}
+
+TEST(IsGpuPodTest, LimitsOrRequestsOfGpuOrMigResourcesInRegularContainers) {
+  EXPECT_TRUE(IsGpuPod(Pod("ml", "a", WithResources({{"limits", {{"nvidia.com/gpu", "1"}}}}))));
+  EXPECT_TRUE(
+      IsGpuPod(Pod("ml", "b", WithResources({{"requests", {{"nvidia.com/gpu.shared", "1"}}}}))));
+  EXPECT_TRUE(
+      IsGpuPod(Pod("ml", "c", WithResources({{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}}))));
+  EXPECT_FALSE(IsGpuPod(Pod("ml", "d", WithResources({{"limits", {{"cpu", "1"}}}}))));
+  EXPECT_FALSE(IsGpuPod(Pod("ml", "e", WithResources({{"limits", {{"example.com/gpu", "1"}}}}))));
+  Json init_only{
+      {"initContainers",
+       Json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
+      {"containers", Json::array({{{"name", "c"}}})}};
+  EXPECT_FALSE(IsGpuPod(Pod("ml", "f", init_only)));
+}
+
+TEST(IsOperandPodTest, OperandAppsInTheOperatorNamespaceAndClientDaemonSets) {
+  Json spec = WithResources(Json::object());
+  EXPECT_TRUE(IsOperandPod(
+      Pod("gpu-operator", "dp", spec, {{"app", "nvidia-device-plugin-daemonset"}}, "DaemonSet"),
+      "gpu-operator"));
+  EXPECT_TRUE(IsOperandPod(Pod("gpu-operator", "mig", spec, {{"app", "nvidia-mig-manager"}}),
+                           "gpu-operator"));
+  // The same app elsewhere, the driver itself, the DRA plugin: not operands.
+  EXPECT_FALSE(IsOperandPod(Pod("other", "dp", spec, {{"app", "nvidia-device-plugin-daemonset"}}),
+                            "gpu-operator"));
+  EXPECT_FALSE(IsOperandPod(
+      Pod("gpu-operator", "drv", spec, {{"app", "nvidia-driver-daemonset"}}, "DaemonSet"),
+      "gpu-operator"));
+  Json dra = Pod("gpu-operator", "dra", spec, {{"app", "nvidia-dra-driver-kubelet-plugin"}});
+  EXPECT_FALSE(IsOperandPod(dra, "gpu-operator"));
+  EXPECT_TRUE(IsDraPluginPod(dra, "gpu-operator"));
+  // A user's DaemonSet that opted in through the client deploy label.
+  Json client_spec = spec;
+  client_spec["nodeSelector"] = {{"nvidia.com/gpu.deploy.client", "true"}};
+  EXPECT_TRUE(
+      IsOperandPod(Pod("monitoring", "agent", client_spec, {}, "DaemonSet"), "gpu-operator"));
+  EXPECT_FALSE(
+      IsOperandPod(Pod("monitoring", "agent", client_spec, {}, "ReplicaSet"), "gpu-operator"));
+}
+
+TEST(PlanEvictionTest, AllOrNothingWithTheReasonAndTheFlagThatAllowsIt) {
+  Json gpu = WithResources({{"limits", {{"nvidia.com/gpu", "1"}}}});
+  Json cpu = WithResources(Json::object());
+  Json gpu_scratch = gpu;
+  gpu_scratch["volumes"] = Json::array({{{"name", "scratch"}, {"emptyDir", Json::object()}}});
+  std::vector<Json> pods = {Pod("ml", "train", gpu), Pod("ml", "bare", gpu, {}, ""),
+                            Pod("ml", "scratch", gpu_scratch), Pod("web", "nginx", cpu),
+                            Pod("ml", "ds-gpu", gpu, {}, "DaemonSet")};
+
+  EvictionPlan strict = PlanEviction(pods, {}, /*only_gpu_pods=*/true);
+  ASSERT_EQ(strict.refused.size(), 3u);
+  EXPECT_NE(strict.refused[0].find("ml/bare: no controller"), std::string::npos);
+  EXPECT_NE(strict.refused[0].find("DRAIN_USE_FORCE=true"), std::string::npos);
+  EXPECT_NE(strict.refused[1].find("ml/scratch"), std::string::npos);
+  EXPECT_NE(strict.refused[1].find("DRAIN_DELETE_EMPTYDIR_DATA=true"), std::string::npos);
+  EXPECT_NE(strict.refused[2].find("ml/ds-gpu: owned by a DaemonSet"), std::string::npos);
+
+  pods.pop_back();
+  EvictionPlan allowed =
+      PlanEviction(pods, {.force = true, .delete_emptydir_data = true}, /*only_gpu_pods=*/true);
+  EXPECT_TRUE(allowed.refused.empty());
+  EXPECT_EQ(PodList(allowed.evict), "ml/train, ml/bare, ml/scratch");
+
+  // A drain takes every pod but skips DaemonSet and mirror pods.
+  Json mirror = Pod("kube-system", "etcd", cpu, {}, "");
+  mirror["metadata"]["annotations"] = {{"kubernetes.io/config.mirror", "x"}};
+  pods.push_back(mirror);
+  pods.push_back(Pod("gpu-operator", "dp", cpu, {}, "DaemonSet"));
+  EvictionPlan drain =
+      PlanEviction(pods, {.force = true, .delete_emptydir_data = true}, /*only_gpu_pods=*/false);
+  EXPECT_TRUE(drain.refused.empty());
+  EXPECT_EQ(PodList(drain.evict), "ml/train, ml/bare, ml/scratch, web/nginx");
+  EXPECT_EQ(PodList(drain.evict, 2), "ml/train, ml/bare and 2 more");
+
+  // A finished pod goes whatever the flags.
+  Json done = Pod("ml", "done", gpu, {}, "");
+  done["status"] = {{"phase", "Succeeded"}};
+  EXPECT_EQ(PlanEviction({done}, {}, true).evict.size(), 1u);
+}
+
+TEST(DecideTest, HostDriverThenNothingLoadedThenSameDigestThenReload) {
+  NodeState host{.host_driver = true, .nvidia_loaded = true, .loaded_digest = "abc"};
+  EXPECT_EQ(Decide(host, "abc", false), Decision::kHostDriver);
+  NodeState empty{};
+  EXPECT_EQ(Decide(empty, "abc", false), Decision::kNoDriver);
+  NodeState current{.nvidia_loaded = true, .loaded_digest = "abc"};
+  EXPECT_EQ(Decide(current, "abc", false), Decision::kDriverCurrent);
+  EXPECT_EQ(Decide(current, "abc", /*force_reinstall=*/true), Decision::kReload);
+  EXPECT_EQ(Decide(current, "def", false), Decision::kReload);
+  EXPECT_EQ(Decide(current, "", false), Decision::kReload);  // no digest: never "same"
+  NodeState unknown{.nvidia_loaded = true};                  // no state file
+  EXPECT_EQ(Decide(unknown, "abc", false), Decision::kReload);
+  EXPECT_EQ(DecisionName(Decision::kDriverCurrent), "driver-current");
+}
+
+TEST(PolicyForTest, TheUpgradeControllersAnnotationTurnsEvictionAndDrainOff) {
+  EvictionPolicy p = PolicyFor(true, true, std::nullopt);
+  EXPECT_TRUE(p.evict);
+  EXPECT_TRUE(p.drain);
+  EXPECT_FALSE(p.upgrade_controller_owns);
+  p = PolicyFor(true, true, "true");
+  EXPECT_FALSE(p.evict);
+  EXPECT_FALSE(p.drain);
+  EXPECT_TRUE(p.upgrade_controller_owns);
+  p = PolicyFor(true, false, "false");
+  EXPECT_TRUE(p.evict);
+  EXPECT_FALSE(p.drain);
+}
+
+Json Node(bool unschedulable, Json annotations = Json::object()) {
+  Json n{{"metadata",
+          {{"name", "gpu-1"}, {"resourceVersion", "42"}, {"annotations", std::move(annotations)}}},
+         {"spec", Json::object()}};
+  if (unschedulable) n["spec"]["unschedulable"] = true;
+  return n;
+}
+
+TEST(CordonTest, OnlyOurOwnCordonIsUndone) {
+  Json schedulable = Node(false);
+  EXPECT_EQ(CordonStateOf(schedulable), CordonState::kSchedulable);
+  auto cordon = CordonPatch(schedulable);
+  ASSERT_TRUE(cordon.has_value());
+  EXPECT_EQ((*cordon)["spec"]["unschedulable"], true);
+  EXPECT_EQ((*cordon)["metadata"]["annotations"][std::string(kCordonAnnotation)], "true");
+  EXPECT_EQ((*cordon)["metadata"]["resourceVersion"], "42");  // conditional
+  EXPECT_FALSE(UncordonPatch(schedulable).has_value());
+
+  Json admin = Node(true);
+  EXPECT_EQ(CordonStateOf(admin), CordonState::kCordonedByOther);
+  EXPECT_FALSE(CordonPatch(admin).has_value());
+  EXPECT_FALSE(UncordonPatch(admin).has_value());
+
+  Json ours = Node(true, {{std::string(kCordonAnnotation), "true"}});
+  EXPECT_EQ(CordonStateOf(ours), CordonState::kCordonedByUs);
+  EXPECT_FALSE(CordonPatch(ours).has_value());
+  auto uncordon = UncordonPatch(ours);
+  ASSERT_TRUE(uncordon.has_value());
+  EXPECT_TRUE((*uncordon)["spec"]["unschedulable"].is_null());
+  EXPECT_TRUE((*uncordon)["metadata"]["annotations"][std::string(kCordonAnnotation)].is_null());
+  EXPECT_EQ((*uncordon)["metadata"]["resourceVersion"], "42");
+}
+
+TEST(OptionsTest, UpstreamNamesAndDefaults) {
+  auto o = OptionsFromEnv({{"NODE_NAME", "gpu-1"},
+                           {"OPERATOR_NAMESPACE", "nvidia"},
+                           {"ENABLE_GPU_POD_EVICTION", "false"},
+                           {"ENABLE_AUTO_DRAIN", "True"},
+                           {"DRAIN_USE_FORCE", "1"},
+                           {"DRAIN_TIMEOUT_SECONDS", "1m30s"},
+                           {"DRAIN_POD_SELECTOR_LABEL", "team=ml"},
+                           {"DRIVER_CONFIG_DIGEST", "d1"},
+                           {"NODE_LABEL_FOR_GPU_POD_EVICTION", "example.com/gpu"},
+                           {"HOSTNAME", "nvidia-driver-daemonset-abcde"},
+                           {"GPUOP_OPERAND_WAIT_TIMEOUT", "20"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->node_name, "gpu-1");
+  EXPECT_EQ(o->operator_namespace, "nvidia");
+  EXPECT_FALSE(o->enable_gpu_pod_eviction);
+  EXPECT_TRUE(o->enable_auto_drain);
+  EXPECT_TRUE(o->drain_use_force);
+  EXPECT_FALSE(o->drain_delete_emptydir_data);
+  EXPECT_EQ(o->drain_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(o->drain_pod_selector, "team=ml");
+  EXPECT_EQ(o->driver_config_digest, "d1");
+  EXPECT_EQ(o->custom_pause_label, "example.com/gpu");
+  EXPECT_EQ(o->pod_name, "nvidia-driver-daemonset-abcde");
+  EXPECT_EQ(o->operand_wait_timeout, std::chrono::seconds(20));
+
+  auto d = OptionsFromEnv({{"NODE_NAME", "n"}});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->enable_gpu_pod_eviction);
+  EXPECT_TRUE(d->enable_auto_drain);  // upstream's binary default
+  EXPECT_EQ(d->operator_namespace, "gpu-operator");
+  EXPECT_EQ(d->operand_wait_timeout, std::chrono::seconds(300));
+  // "0s" is upstream's "no limit"; every wait here is bounded.
+  auto zero = OptionsFromEnv({{"NODE_NAME", "n"}, {"DRAIN_TIMEOUT_SECONDS", "0s"}});
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->EffectiveDrainTimeout(), kDefaultWait);
+  auto pod = OptionsFromEnv({{"NODE_NAME", "n"}, {"HOSTNAME", "h"}, {"POD_NAME", "p"}});
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ(pod->pod_name, "p");
+}
+
+TEST(OptionsTest, BadValuesNameTheVariableAndTheFix) {
+  auto no_node = OptionsFromEnv({});
+  ASSERT_FALSE(no_node.ok());
+  EXPECT_NE(no_node.status().message().find("NODE_NAME is not set"), std::string::npos);
+  EXPECT_NE(no_node.status().message().find("fieldRef"), std::string::npos);
+
+  auto bad_bool = OptionsFromEnv({{"NODE_NAME", "n"}, {"ENABLE_AUTO_DRAIN", "yes"}});
+  ASSERT_FALSE(bad_bool.ok());
+  EXPECT_EQ(bad_bool.status().message(),
+            "ENABLE_AUTO_DRAIN=\"yes\" is not a boolean: use true or false");
+
+  auto bad_duration = OptionsFromEnv({{"NODE_NAME", "n"}, {"DRAIN_TIMEOUT_SECONDS", "5 minutes"}});
+  ASSERT_FALSE(bad_duration.ok());
+  EXPECT_NE(bad_duration.status().message().find("DRAIN_TIMEOUT_SECONDS=\"5 minutes\" is not a "
+                                                 "duration"),
+            std::string::npos)
+      << bad_duration.status().message();
+}
+
+TEST(ParseDurationSecondsTest, GoDurationsAndPlainSeconds) {
+  auto p = [](std::string_view s) { return ParseDurationSeconds("X", s); };
+  EXPECT_EQ(*p("300s"), std::chrono::seconds(300));
+  EXPECT_EQ(*p("5m"), std::chrono::seconds(300));
+  EXPECT_EQ(*p("1h30m"), std::chrono::seconds(5400));
+  EXPECT_EQ(*p("1.5m"), std::chrono::seconds(90));
+  EXPECT_EQ(*p("1500ms"), std::chrono::seconds(2));  // rounded up: never shorter
+  EXPECT_EQ(*p("0"), std::chrono::seconds(0));
+  EXPECT_EQ(*p("45"), std::chrono::seconds(45));
+  for (std::string_view bad : {"", "s", "5x", "-5s", "5m 3s", "0x10"}) {
+    EXPECT_FALSE(p(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gpuop::driver_manager
