@@ -33,6 +33,7 @@
 #include "sim/kube/kubeconfig.h"
 #include "sim/kube/server.h"
 #include "sim/nvml/machine.h"
+#include "sim/nvml/state.h"
 
 namespace gpuop::simcluster {
 
@@ -150,6 +151,29 @@ Result<std::vector<NodeSpec>> ParseClusterFile(const std::string& path) {
   const Json nodes = doc.is_object() && doc.contains("nodes") ? doc["nodes"] : Json();
   if (!nodes.is_array())
     return InvalidArgument(path + ": `nodes` must be a list of {name, machine}");
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "nodes" && it.key() != "kubelet") {
+      return InvalidArgument(path + ": unknown field `" + it.key() + "` (nodes, kubelet)");
+    }
+  }
+  std::chrono::seconds max_restart{300};
+  Json period;
+  if (doc.contains("kubelet") && doc["kubelet"].is_object() &&
+      doc["kubelet"].contains("crashLoopBackOff") &&
+      doc["kubelet"]["crashLoopBackOff"].is_object()) {
+    period = doc["kubelet"]["crashLoopBackOff"].value("maxContainerRestartPeriod", Json());
+  }
+  if (!period.is_null()) {
+    auto d = period.is_string()
+                 ? ParseDuration(period.get<std::string>())
+                 : Result<std::chrono::milliseconds>(InvalidArgument("not a string"));
+    if (!d.ok() || *d < std::chrono::seconds(1) || *d > std::chrono::seconds(300)) {
+      return InvalidArgument(path +
+                             ": kubelet.crashLoopBackOff.maxContainerRestartPeriod must be "
+                             "a duration from 1s to 300s, like \"10s\"");
+    }
+    max_restart = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  }
   std::vector<NodeSpec> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Json& e = nodes[i];
@@ -159,11 +183,22 @@ Result<std::vector<NodeSpec>> ParseClusterFile(const std::string& path) {
                              "] needs `name` and `machine`");
     }
     for (auto it = e.begin(); it != e.end(); ++it) {
-      if (it.key() != "name" && it.key() != "machine" && it.key() != "os" && it.key() != "kernel") {
+      if (it.key() != "name" && it.key() != "machine" && it.key() != "os" && it.key() != "kernel" &&
+          it.key() != "driver") {
         return InvalidArgument(path + ": nodes[" + std::to_string(i) + "]: unknown field `" +
-                               it.key() + "` (name, machine, os, kernel)");
+                               it.key() + "` (name, machine, os, kernel, driver)");
       }
     }
+    if (e.contains("driver")) {
+      const std::string d = e["driver"].is_string() ? e["driver"].get<std::string>() : "";
+      if (d != "host" && d != "none") {
+        return InvalidArgument(path + ": nodes[" + std::to_string(i) +
+                               "].driver must be `host` (a driver installed on the node) or "
+                               "`none` (a driver container loads it)");
+      }
+      n.host_driver = d == "host";
+    }
+    n.max_restart_period = max_restart;
     n.name = e["name"].get<std::string>();
     n.machine = e["machine"].get<std::string>();
     if (e.contains("os")) {
@@ -217,6 +252,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     nodes_json.push_back(
         {{"name", n.name},
          {"machine", n.machine},
+         {"driver", n.host_driver ? "host" : "none"},
          {"address", nn->address},
          {"netns", nn->netns},
          {"root", dir + "/nodes/" + n.name + "/root"},
@@ -248,9 +284,19 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
       ho.cuda_sim_library = spec.cuda_sim;
       auto plan = sim::PlanHostRoot(*machine, ho);
       if (!plan.ok()) return fail(plan.status());
-      auto written = sim::WriteHostRoot(root, *plan);
+      auto written =
+          sim::WriteHostRoot(root, n.host_driver ? *plan : sim::WithoutDriverFiles(*plan));
       if (!written.ok()) return fail(written.status().Annotate("node " + n.name));
-      GPUOP_RETURN_IF_ERROR(MakeDirs(dir + "/nodes/" + n.name + "/sim"));
+      const std::string sim_dir = dir + "/nodes/" + n.name + "/sim";
+      GPUOP_RETURN_IF_ERROR(MakeDirs(sim_dir));
+      if (!n.host_driver) {  // a bare node: no module loaded until a driver container loads one
+        auto store = sim::StateStore::Open(*machine, sim_dir,
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+        if (!store.ok()) return fail(store.status().Annotate("node " + n.name));
+        if (Status s = sim::SetDriverLoaded(**store, false); !s.ok()) return fail(s);
+      }
     }
     if (Status s = LayOutNodeRoot(root, n); !s.ok()) return fail(s);
   }
@@ -321,6 +367,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     ko.os_image =
         n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
     ko.kernel_version = n.kernel;
+    ko.max_restart_period = n.max_restart_period;
     auto k = Kubelet::Start(ko, client.get());
     if (!k.ok()) {
       for (auto& kl : kubelets) kl->Stop();

@@ -17,6 +17,7 @@
 // Thread-safety: Run blocks its caller until `stop`; nothing else is shared.
 #pragma once
 
+#include <chrono>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ struct NodeSpec {
   std::string machine;  // a machine preset or file; "cpu": no GPU
   std::string os_id = "ubuntu", os_version = "22.04";
   std::string kernel = "5.15.0-105-generic";
+  // A driver installed on the host (libraries, tools, the module loaded), or
+  // none: a bare node whose driver a driver container must load.
+  bool host_driver = true;
+  // The kubelet's crashLoopBackOff.maxContainerRestartPeriod (KubeletConfiguration).
+  std::chrono::seconds max_restart_period{300};
 };
 
 struct ClusterSpec {
@@ -42,7 +48,8 @@ struct ClusterSpec {
 // "dgx-h100,l40s-4,cpu" or "gpu-a=dgx-h100,...": node NAME=MACHINE, or the
 // machine alone (the name is then the machine, with -2, -3 for repeats).
 Result<std::vector<NodeSpec>> ParseNodeList(const std::string& list);
-// A cluster.yaml: {nodes: [{name, machine, os: {id, version}, kernel}]}.
+// A cluster.yaml: {nodes: [{name, machine, os: {id, version}, kernel,
+// driver: host|none}], kubelet: {crashLoopBackOff: {maxContainerRestartPeriod: 10s}}}.
 Result<std::vector<NodeSpec>> ParseClusterFile(const std::string& path);
 
 // Runs the cluster until `stop` is requested, then takes everything down

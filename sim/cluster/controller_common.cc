@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/strings.h"
+
 namespace gpuop::simcluster {
 
 const kube::Resource kReplicaSets{"apps", "v1", "replicasets", "ReplicaSet", true};
@@ -238,15 +240,13 @@ std::optional<kube::Taint> FirstUntoleratedTaint(const Json& tolerations,
 std::string ComputeHash(const Json& object, std::optional<int64_t> collision_count) {
   // FNV-1a (32 bit) over the canonical JSON (keys sorted), then the
   // collision count's 4 little-endian bytes, like kube's controller.ComputeHash.
-  uint32_t h = 2166136261u;
-  auto feed = [&](unsigned char b) {
-    h ^= b;
-    h *= 16777619u;
-  };
-  for (unsigned char c : object.dump()) feed(c);
+  uint32_t h = Fnv1a32(object.dump());
   if (collision_count) {
-    uint32_t cc = static_cast<uint32_t>(*collision_count);
-    for (int i = 0; i < 4; ++i) feed(static_cast<unsigned char>((cc >> (8 * i)) & 0xff));
+    const uint32_t cc = static_cast<uint32_t>(*collision_count);
+    const char bytes[4] = {static_cast<char>(cc & 0xff), static_cast<char>((cc >> 8) & 0xff),
+                           static_cast<char>((cc >> 16) & 0xff),
+                           static_cast<char>((cc >> 24) & 0xff)};
+    h = Fnv1a32(std::string_view(bytes, 4), h);
   }
   // kube's rand.SafeEncodeString of the decimal value: no vowels, no look-alikes.
   static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";

@@ -185,12 +185,13 @@ Status TcpProbe(const std::string& host, int port, int timeout_s) {
 }
 
 // Back-off of a container's restarts, as the kubelet's: none before the first
-// restart, then 10 s doubling to 5 min; reset after 10 min of running.
-std::chrono::seconds RestartBackoff(int restarts_in_a_row) {
+// restart, then 10 s doubling to `max` (5 min by default); reset after 10 min
+// of running.
+std::chrono::seconds RestartBackoff(int restarts_in_a_row, std::chrono::seconds max) {
   if (restarts_in_a_row <= 0) return 0s;
   int64_t s = 10;
-  for (int i = 1; i < restarts_in_a_row && s < 300; ++i) s *= 2;
-  return std::chrono::seconds(std::min<int64_t>(s, 300));
+  for (int i = 1; i < restarts_in_a_row && s < max.count(); ++i) s *= 2;
+  return std::chrono::seconds(std::min<int64_t>(s, max.count()));
 }
 
 }  // namespace
@@ -782,7 +783,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       r.waiting_reason = "RunContainerError";
       r.waiting_message = id.status().message();
       obj_event(kube::EventType::kWarning, "Failed", "Error: " + r.waiting_message);
-      r.next_start = Clock::now() + RestartBackoff(++r.crashes_in_a_row);
+      r.next_start =
+          Clock::now() + RestartBackoff(++r.crashes_in_a_row, opt_.max_restart_period);
       return;
     }
     obj_event(kube::EventType::kNormal, "Created", "Created container " + r.name);
@@ -866,7 +868,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     if (restart) {
       if (Clock::now() - r.running_since > 600s) r.crashes_in_a_row = 0;
       r.last_terminated = r.terminated;
-      auto backoff = RestartBackoff(r.crashes_in_a_row);
+      auto backoff = RestartBackoff(r.crashes_in_a_row, opt_.max_restart_period);
       r.crashes_in_a_row++;
       r.restarts++;
       r.next_start = Clock::now() + backoff;

@@ -59,6 +59,8 @@ struct KubeletOptions {
   std::string cpu = "16", memory = "64Gi", pods = "110", ephemeral_storage = "100Gi";
   std::string os_image = "Ubuntu 22.04.4 LTS", kernel_version = "5.15.0-105-generic";
   nlohmann::json extra_labels = nlohmann::json::object();
+  // KubeletConfiguration crashLoopBackOff.maxContainerRestartPeriod.
+  std::chrono::seconds max_restart_period{300};
 };
 
 class Kubelet {

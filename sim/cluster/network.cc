@@ -39,11 +39,7 @@ const NodeNetwork* NetworkPlan::Find(const std::string& node) const {
 
 std::string ClusterKey(const std::string& dir) {
   // FNV-1a: stable across runs and builds (std::hash is not).
-  uint32_t h = 2166136261u;
-  for (unsigned char c : dir) {
-    h ^= c;
-    h *= 16777619u;
-  }
+  const uint32_t h = Fnv1a32(dir);
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04x", h & 0xffff);
   return buf;

@@ -423,4 +423,26 @@ Result<HostRootPlan> PlanHostRoot(const Machine& machine, const HostRootOptions&
   return plan;
 }
 
+bool IsDriverFile(const HostRootPlan& plan, const HostEntry& e) {
+  return StartsWith(e.path, plan.lib_dir + "/") || StartsWith(e.path, "/usr/bin/nvidia-") ||
+         StartsWith(e.path, "/lib/firmware/nvidia/");
+}
+
+HostRootPlan WithoutDriverFiles(const HostRootPlan& plan) {
+  HostRootPlan out = plan;
+  std::erase_if(out.entries, [&](const HostEntry& e) {
+    return IsDriverFile(plan, e) || e.path == "/proc/driver/nvidia/version" ||
+           e.path == "/sys/module/nvidia/version";
+  });
+  return out;
+}
+
+HostRootPlan DriverFilesOnly(const HostRootPlan& plan) {
+  HostRootPlan out = plan;
+  std::erase_if(out.entries, [&](const HostEntry& e) {
+    return !IsDriverFile(plan, e) && e.path != "/etc/ld.so.conf" && e.path != "/var/cache/ldconfig";
+  });
+  return out;
+}
+
 }  // namespace gpuop::sim

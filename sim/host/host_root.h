@@ -109,6 +109,17 @@ struct HostRootPlan {
 // not parse, two GPUs with one minor, or an unsupported ELF machine.
 Result<HostRootPlan> PlanHostRoot(const Machine& machine, const HostRootOptions& options);
 
+// Whether an entry is part of the driver's installation (its libraries,
+// tools and firmware), as opposed to the node (device nodes, procfs, sysfs).
+bool IsDriverFile(const HostRootPlan& plan, const HostEntry& e);
+// The plan of a node without an installed driver: every driver file, and what
+// only a loaded module shows (/proc/driver/nvidia/version,
+// /sys/module/nvidia/version), left out.
+HostRootPlan WithoutDriverFiles(const HostRootPlan& plan);
+// Only the driver's installation, with the loader configuration: the root a
+// driver container sets up at /run/nvidia/driver.
+HostRootPlan DriverFilesOnly(const HostRootPlan& plan);
+
 struct HostRootResult {
   std::string root;  // the directory, made absolute
   size_t gpus = 0;

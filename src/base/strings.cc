@@ -197,4 +197,47 @@ std::string_view HttpReasonPhrase(int status) {
   }
 }
 
+uint32_t Fnv1a32(std::string_view s, uint32_t seed) {
+  uint32_t h = seed;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument("\"" + std::string(text) +
+                           "\" is not a duration; use e.g. 500ms, 30s, 5m, 1h or 1m30s");
+  };
+  if (text.empty()) return bad();
+  std::chrono::milliseconds total{0};
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t digits = i;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == i || digits - i > 9) return bad();
+    auto n = ParseUint(text.substr(i, digits - i));
+    size_t unit_end = digits;
+    while (unit_end < text.size() && (text[unit_end] < '0' || text[unit_end] > '9')) ++unit_end;
+    std::string_view unit = text.substr(digits, unit_end - digits);
+    if (!n) return bad();
+    if (unit == "ms") {
+      total += std::chrono::milliseconds(*n);
+    } else if (unit == "s") {
+      total += std::chrono::seconds(*n);
+    } else if (unit == "m") {
+      total += std::chrono::minutes(*n);
+    } else if (unit == "h") {
+      total += std::chrono::hours(*n);
+    } else {
+      return bad();
+    }
+    i = unit_end;
+  }
+  if (total.count() <= 0) return bad();
+  return total;
+}
+
 }  // namespace gpuop

@@ -1,11 +1,14 @@
 // Small string helpers shared by every module. Pure functions, thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/status.h"
 
 namespace gpuop {
 
@@ -29,6 +32,14 @@ std::optional<uint64_t> ParseUint(std::string_view s);
 // be missing; nullopt for any other character, data after '=', or a single
 // dangling character.
 std::optional<std::string> Base64Decode(std::string_view in);
+
+// FNV-1a, 32 bits: a hash stable across runs, builds and machines (std::hash
+// is not). `seed` continues an earlier hash.
+uint32_t Fnv1a32(std::string_view s, uint32_t seed = 2166136261u);
+
+// A Go-style duration: "500ms", "30s", "5m", "1h", or a sum like "1m30s".
+// InvalidArgument for anything else, and for zero.
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 // The standard reason phrase of an HTTP status ("Not Found"); "" for a code
 // without one here.

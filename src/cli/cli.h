@@ -73,6 +73,8 @@ void RegisterMigManagerCommand(CLI::App& app, const GlobalOptions& g, Action* ac
 void RegisterSimKubeletCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 // `gpuop sim cluster up|status|exec|down`: a simulated cluster (sim/cluster/).
 void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
+// `gpuop sim driver-image` and `gpuop sim driver-container` (sim/host/driver_container.h).
+void RegisterSimDriverCommands(CLI::App& sim, const GlobalOptions& g, Action* action);
 // `gpuop validator`: node validations and the node-status exporter (validator/).
 void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop driver-manager`: the driver pod's init container (driver_manager/manager.h).

@@ -64,7 +64,7 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   StopSignals signals;  // before any thread starts
   const auto env = ProcessEnvironment();
 
-  auto rescan = toolkit::ParseDuration(f.rescan_interval);
+  auto rescan = ParseDuration(f.rescan_interval);
   if (!rescan.ok()) {
     std::fprintf(stderr, "gpuop device-plugin: --rescan-interval: %s\n",
                  rescan.status().message().c_str());

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "base/strings.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "cli/cli.h"
@@ -56,7 +57,7 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   auto env = ProcessEnvironment();
 
   gfd::DaemonOptions o;
-  auto rescan = toolkit::ParseDuration(f.rescan_interval);
+  auto rescan = ParseDuration(f.rescan_interval);
   if (!rescan.ok()) {
     std::fprintf(stderr, "gpuop gfd: --rescan-interval: %s\n", rescan.status().message().c_str());
     return kExitUsage;
@@ -115,7 +116,7 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   if (*settings.sleep_interval == "infinite") {
     o.sleep_interval = std::nullopt;
   } else {
-    auto d = toolkit::ParseDuration(*settings.sleep_interval);
+    auto d = ParseDuration(*settings.sleep_interval);
     if (!d.ok()) {
       std::fprintf(stderr,
                    "gpuop gfd: --sleep-interval (or flags.gfd.sleepInterval): %s (or "

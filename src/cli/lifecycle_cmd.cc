@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "base/strings.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "lifecycle/node_cleanup.h"
@@ -34,7 +35,7 @@ int Fail(const char* cmd, const Status& s) {
 }
 
 Result<std::chrono::seconds> Seconds(const char* flag, const std::string& text) {
-  auto d = toolkit::ParseDuration(text);
+  auto d = ParseDuration(text);
   if (!d.ok() || d->count() <= 0) {
     return InvalidArgument(std::string(flag) + ": " +
                            (d.ok() ? "must be positive, e.g. 60s" : d.status().message()));

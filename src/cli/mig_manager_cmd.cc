@@ -72,7 +72,7 @@ Status Run(const std::vector<std::string>& argv, const std::string& what) {
 
 int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   StopSignals signals(/*hangup=*/true);  // before any thread starts
-  auto timeout = toolkit::ParseDuration(f.clients_timeout);
+  auto timeout = ParseDuration(f.clients_timeout);
   if (!timeout.ok()) {
     std::fprintf(stderr, "gpuop mig-manager: --clients-timeout: %s\n",
                  timeout.status().message().c_str());

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "base/strings.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "discovery/node_discovery.h"
@@ -35,7 +36,7 @@ int RunNodeDiscoveryCmd(const GlobalOptions& g, const NodeDiscoveryFlags& f) {
                  "the node this runs on (the downward API's spec.nodeName)\n");
     return kExitUsage;
   }
-  auto interval = toolkit::ParseDuration(f.interval);
+  auto interval = ParseDuration(f.interval);
   if (!interval.ok() || interval->count() <= 0) {
     std::fprintf(
         stderr, "gpuop node-discovery: --interval: %s\n",

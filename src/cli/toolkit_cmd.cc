@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "toolkit/toolkit_daemon.h"
 
@@ -25,9 +26,9 @@ int Usage(const Status& s) {
 int RunToolkitCommand(const GlobalOptions& g, ToolkitFlags f) {
   f.options.host_root = g.host_root;
   f.options.nvml_lib = NvmlLibraryPath(g);
-  auto resync = toolkit::ParseDuration(f.resync);
+  auto resync = ParseDuration(f.resync);
   if (!resync.ok()) return Usage(resync.status().Annotate("--resync"));
-  auto check = toolkit::ParseDuration(f.check_interval);
+  auto check = ParseDuration(f.check_interval);
   if (!check.ok()) return Usage(check.status().Annotate("--check-interval"));
   f.options.timing.resync = *resync;
   f.options.timing.check_interval = *check;

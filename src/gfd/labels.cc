@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "deviceplugin/resources.h"
 
 namespace gpuop::gfd {
@@ -201,15 +202,6 @@ Status MigLabels(const LabelInput& in, const std::vector<const nvml::Gpu*>& sort
     MigAttributeLabels(base, *grp.first, out);
   }
   return Status::Ok();
-}
-
-uint32_t Fnv1a32(std::string_view s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  return h;
 }
 
 }  // namespace

@@ -513,17 +513,18 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     ComponentSpec manager_spec = spec;
     manager_spec.image = in.env.gpuop_image;
     manager_spec.image_pull_policy = StringField(manager, "imagePullPolicy", "IfNotPresent");
-    Json init = GpuopContainer("k8s-driver-manager", manager_spec, {"driver-manager"}, manager_env,
-                               true, false);
+    Json init = GpuopContainer("k8s-driver-manager", manager_spec,
+                               {"driver-manager", "uninstall_driver"}, manager_env, true, false);
     AddHostMount(pod["volumes"], init, HostRoot(p));
     HostMount run_nvidia = RunNvidia();
+    run_nvidia.mount_path = "/run/nvidia";     // where NVIDIA's manager has it
     run_nvidia.propagation = "Bidirectional";  // it unmounts the driver root
     AddHostMount(pod["volumes"], init, run_nvidia);
-    pod["initContainers"].push_back(std::move(init));
 
     // NVIDIA's driver image, its own entrypoint, the paths it expects.
     Json env = Json::array(
-        {EnvValue("KERNEL_MODULE_TYPE", StringField(spec.settings, "kernelModuleType", "auto"))});
+        {EnvFromField("NODE_NAME", "spec.nodeName"),
+         EnvValue("KERNEL_MODULE_TYPE", StringField(spec.settings, "kernelModuleType", "auto"))});
     MergeEnv(env, spec.env);
     const Json& probe_spec = Field(spec.settings, "startupProbe");
     Json ctr{
@@ -564,6 +565,15 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     AddHostMount(vols, ctr,
                  {"firmware-search-path", "/sys/module/firmware_class/parameters/path",
                   "/sys/module/firmware_class/parameters/path"});
+    // DRIVER_CONFIG_DIGEST: what the driver's installation depends on (both
+    // containers and the volumes), so a restart with an unchanged
+    // configuration takes the driver's fast path, and a changed one reloads.
+    const std::string digest = std::to_string(
+        Fnv1a32(Json{{"manager", init}, {"driver", ctr}, {"volumes", pod["volumes"]}}.dump()));
+    for (Json* c : {&init, &ctr}) {
+      MergeEnv((*c)["env"], Json::array({EnvValue("DRIVER_CONFIG_DIGEST", digest)}));
+    }
+    pod["initContainers"].push_back(std::move(init));
     pod["containers"].push_back(std::move(ctr));
 
     Json selector = DeploySelector(Component::kDriver);
@@ -1093,11 +1103,7 @@ std::string ObjectHash(const Json& object) {
     }
   }
   // FNV-1a, 32 bits, over the dump with sorted keys (nlohmann::json's map).
-  uint32_t hash = 2166136261u;
-  for (unsigned char ch : copy.dump()) {
-    hash ^= ch;
-    hash *= 16777619u;
-  }
+  const uint32_t hash = Fnv1a32(copy.dump());
   char hex[9];
   std::snprintf(hex, sizeof(hex), "%08x", hash);
   return hex;

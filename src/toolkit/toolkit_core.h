@@ -84,9 +84,6 @@ struct ToolkitTiming {
   std::chrono::milliseconds retry_max{60000};                 // ...doubling up to this
 };
 
-// "500ms", "30s", "5m", "1h", or a sum like "1m30s" → milliseconds.
-// InvalidArgument for anything else, and for zero.
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 enum class ToolkitPhase {
   kStarting,          // no spec written by this process yet

@@ -199,17 +199,6 @@ TEST_F(CoreTest, FailureBeforeAnyGoodSpecStaysStarting) {
   EXPECT_EQ(core_.Decide(kTriggerTick, fp_, t0_ + 1s).reason, "retry");
 }
 
-TEST(DurationTest, Parses) {
-  EXPECT_EQ(*ParseDuration("500ms"), 500ms);
-  EXPECT_EQ(*ParseDuration("30s"), 30s);
-  EXPECT_EQ(*ParseDuration("5m"), 300s);
-  EXPECT_EQ(*ParseDuration("1h"), 3600s);
-  EXPECT_EQ(*ParseDuration("1m30s"), 90s);
-  for (const char* bad : {"", "5", "m", "0s", "5x", "-1s", "1.5s", "s5", "99999999999s"}) {
-    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
-  }
-}
-
 TEST(PhaseNameTest, Names) {
   EXPECT_EQ(ToolkitPhaseName(ToolkitPhase::kWaitingForDriver), "waiting-for-driver");
   EXPECT_EQ(ToolkitPhaseName(ToolkitPhase::kDegraded), "degraded");
