@@ -387,7 +387,8 @@ class Run {
         if (s.http_status() != 429) {
           return s.Annotate("evicting " + what + " " + PodKey(pod));
         }
-        if (Clock::now() >= until || !SleepUntil(Clock::now() + std::chrono::seconds(2), stop_)) {
+        if (Clock::now() >= until ||
+            !SleepUntil(std::min(Clock::now() + std::chrono::seconds(2), until), stop_)) {
           return DeadlineExceeded("evicting " + what + " " + PodKey(pod) +
                                   ": still refused after " + Seconds(timeout) + " (" + s.message() +
                                   "); check its PodDisruptionBudget, or raise "

@@ -383,6 +383,52 @@ TEST_F(DriverManagerTest, GpuPodsAreEvictedAllOrNothing) {
   EXPECT_FALSE(PodExists("ml", "bare-gpu"));
 }
 
+TEST_F(DriverManagerTest, APodDisruptionBudgetRefusalIsRetriedWithinTheDrainTimeout) {
+  CreateNode(kDeployed);
+  CreatePod("ml", "train-0", {{"app", "train"}}, /*gpu=*/true);
+  // Running and Ready: the budget counts it (a pending pod is evicted at once).
+  Json status{{"status",
+               {{"phase", "Running"},
+                {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+  ASSERT_TRUE(client()
+                  .Patch(res::kPods, "ml", "train-0", kube::PatchType::kMerge, status,
+                         {.subresource = "status"})
+                  .ok());
+  const kube::Resource pdbs{"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true};
+  auto pdb = client().Create(
+      pdbs, "ml",
+      {{"apiVersion", "policy/v1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "train"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "train"}}}}}}}});
+  ASSERT_TRUE(pdb.ok()) << pdb.status().message();
+
+  o_.drain_timeout = std::chrono::seconds(1);
+  Status refused = RunManager();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(refused.message().find("evicting GPU pod ml/train-0: still refused after 1s"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("PodDisruptionBudget"), std::string::npos);
+  EXPECT_TRUE(PodExists("ml", "train-0"));
+  EXPECT_FALSE(kube::IsUnschedulable(GetNode()));
+  EXPECT_EQ(NodeLabels(), kDeployed);
+
+  // The budget goes while the eviction is being retried: the run finishes.
+  o_.drain_timeout = std::chrono::seconds(60);
+  auto lift = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(testing::WaitFor(
+        [&] { return kube::Annotation(GetNode(), kCordonAnnotation).has_value(); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a refusal or two first
+    EXPECT_TRUE(client().Delete(pdbs, "ml", "train").ok());
+  });
+  Status retried = RunManager();
+  lift.get();
+  ASSERT_TRUE(retried.ok()) << retried.message();
+  EXPECT_FALSE(PodExists("ml", "train-0"));
+}
+
 TEST_F(DriverManagerTest, AnUnloadRefusalNamesTheGpuPodsAndTheWayToRetry) {
   // The upgrade controller owns eviction: the driver manager evicts nothing.
   CreateNode(kDeployed, false, {{std::string(kUpgradeEnabledAnnotation), "true"}});
