@@ -82,7 +82,7 @@ class DriverManagerTest : public ::testing::Test {
     auto api = testing::StartApiEmulator();
     ASSERT_TRUE(api.ok()) << api.status().message();
     api_ = std::move(api).value();
-    for (const char* ns : {kNs, "ml"}) {
+    for (const char* ns : {kNs, "ml", "monitoring"}) {
       ASSERT_TRUE(
           client()
               .Create(res::kNamespaces, "",
@@ -197,8 +197,9 @@ class DriverManagerTest : public ::testing::Test {
     });
   }
 
-  Status RunManager() {
-    Status s = UninstallDriver(o_, {.client = client(), .kernel = kernel_, .events = *events_});
+  Status RunManager(std::stop_token stop = {}) {
+    Status s =
+        UninstallDriver(o_, {.client = client(), .kernel = kernel_, .events = *events_}, stop);
     EXPECT_TRUE(events_->Flush(std::chrono::seconds(10)));
     return s;
   }
@@ -427,6 +428,52 @@ TEST_F(DriverManagerTest, APodDisruptionBudgetRefusalIsRetriedWithinTheDrainTime
   lift.get();
   ASSERT_TRUE(retried.ok()) << retried.message();
   EXPECT_FALSE(PodExists("ml", "train-0"));
+}
+
+TEST_F(DriverManagerTest, AStopMidWaitRestoresTheLabels) {
+  CreateNode(kDeployed);
+  CreateOperands();  // they never leave
+  std::stop_source stop;
+  auto sigterm = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(testing::WaitFor([&] {
+      return NodeLabels()["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-driver-upgrade";
+    }));
+    stop.request_stop();
+  });
+  Status s = RunManager(stop.get_token());
+  sigterm.get();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.message();
+  EXPECT_EQ(NodeLabels(), kDeployed);
+  EXPECT_TRUE(kernel_.unloaded().empty());
+}
+
+TEST_F(DriverManagerTest, AFailedEvictionFallsBackToADrainWhenAutoDrainIsOn) {
+  CreateNode(kDeployed);
+  CreateOperands();
+  // A GPU pod of a DaemonSet: the GPU eviction refuses it (all or nothing);
+  // a drain leaves DaemonSet pods and evicts the rest of the node.
+  CreatePod("monitoring", "gpu-agent-x", {}, /*gpu=*/true, "DaemonSet");
+  CreatePod("ml", "train-0", {}, /*gpu=*/true);
+  CreatePod("ml", "web-0", {}, /*gpu=*/false);
+  o_.enable_auto_drain = true;
+
+  auto controller = DeleteOperandsWhenPaused();
+  Status s = RunManager();
+  controller.get();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(PodExists("ml", "train-0"));
+  EXPECT_FALSE(PodExists("ml", "web-0"));
+  EXPECT_TRUE(PodExists("monitoring", "gpu-agent-x"));
+  auto events = NodeEvents();
+  auto refused = events.find("GPUDriverManagerEvictionFailed");
+  ASSERT_NE(refused, events.end());
+  EXPECT_NE(refused->second.find("monitoring/gpu-agent-x: owned by a DaemonSet"), std::string::npos)
+      << refused->second;
+  EXPECT_NE(refused->second.find("draining the node instead"), std::string::npos);
+  EXPECT_EQ(events.count("GPUDriverManagerDrained"), 1u);
+  EXPECT_EQ(NodeLabels(), kDeployed);
+  EXPECT_FALSE(kube::IsUnschedulable(GetNode()));
 }
 
 TEST_F(DriverManagerTest, AnUnloadRefusalNamesTheGpuPodsAndTheWayToRetry) {
