@@ -37,7 +37,7 @@ trap cleanup EXIT
 # root (no driver installed on the host), the driver container's /run/nvidia.
 export GPUOP_NVML_LIB="$sim" GPUOP_SIM_MACHINE=l40s-4 GPUOP_SIM_STATE="$tmp/state" \
   GPUOP_SIM_SEED=dm-test
-node=gpu-node-1
+node="gpu-node-1"
 mkdir -p "$tmp/host" "$tmp/run"
 log="$tmp/manager.log"
 
