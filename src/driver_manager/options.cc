@@ -1,8 +1,5 @@
 #include "driver_manager/options.h"
 
-#include <cctype>
-#include <cmath>
-
 #include "base/strings.h"
 
 namespace gpuop::driver_manager {
@@ -12,50 +9,23 @@ std::chrono::seconds Options::EffectiveDrainTimeout() const {
 }
 
 Result<std::chrono::seconds> ParseDurationSeconds(std::string_view name, std::string_view value) {
-  auto bad = [&] {
-    return InvalidArgument(std::string(name) + "=\"" + Excerpt(value) +
-                           "\" is not a duration: use a Go duration such as \"300s\" or \"5m\", "
-                           "or a number of seconds");
-  };
   std::string_view s = Trim(value);
-  if (s.empty()) return bad();
   if (auto whole = ParseUint(s); whole && !StartsWith(s, "0x")) {
     return std::chrono::seconds(static_cast<int64_t>(*whole));
   }
-  double total_seconds = 0;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t start = i;
-    while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-    if (i == start) return bad();
-    double number = 0;
-    try {
-      number = std::stod(std::string(s.substr(start, i - start)));
-    } catch (...) {
-      return bad();
-    }
-    size_t unit_start = i;
-    while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i])) && s[i] != '.') ++i;
-    std::string_view unit = s.substr(unit_start, i - unit_start);
-    double scale = 0;
-    if (unit == "h") {
-      scale = 3600;
-    } else if (unit == "m") {
-      scale = 60;
-    } else if (unit == "s") {
-      scale = 1;
-    } else if (unit == "ms") {
-      scale = 1e-3;
-    } else if (unit == "us" || unit == "\xC2\xB5s") {
-      scale = 1e-6;
-    } else if (unit == "ns") {
-      scale = 1e-9;
-    } else {
-      return bad();
-    }
-    total_seconds += number * scale;
+  // Upstream's DaemonSet writes "0s" (no limit); ParseDuration refuses zero.
+  if (const size_t unit = s.find_first_not_of('0'); unit != 0 && unit != std::string_view::npos) {
+    const std::string_view u = s.substr(unit);
+    if (u == "ms" || u == "s" || u == "m" || u == "h") return std::chrono::seconds(0);
   }
-  return std::chrono::seconds(static_cast<int64_t>(std::ceil(total_seconds)));
+  auto d = ParseDuration(s);
+  if (!d.ok()) {
+    return InvalidArgument(std::string(name) + "=\"" + Excerpt(value) +
+                           "\" is not a duration: use a Go duration such as \"300s\" or \"5m\", "
+                           "or a number of seconds");
+  }
+  // Rounded up: a bound is never shorter than asked.
+  return std::chrono::ceil<std::chrono::seconds>(*d);
 }
 
 Result<bool> ParseBoolEnv(std::string_view name, std::string_view value) {

@@ -53,8 +53,8 @@ inline constexpr std::chrono::seconds kDefaultWait{300};
 // NODE_NAME too.
 Result<Options> OptionsFromEnv(const std::map<std::string, std::string>& env, Options base = {});
 
-// A Go time.Duration string ("300s", "5m", "1h30m", "1.5m", "0") or a bare
-// count of seconds, rounded up to whole seconds. `name` is the variable, for
+// A Go duration in whole units ("300s", "5m", "1h30m", "1500ms", "0s") or a
+// bare count of seconds, rounded up to whole seconds. `name` is the variable, for
 // the error.
 Result<std::chrono::seconds> ParseDurationSeconds(std::string_view name, std::string_view value);
 

@@ -308,7 +308,7 @@ TEST(ParseDurationSecondsTest, GoDurationsAndPlainSeconds) {
   EXPECT_EQ(*p("300s"), std::chrono::seconds(300));
   EXPECT_EQ(*p("5m"), std::chrono::seconds(300));
   EXPECT_EQ(*p("1h30m"), std::chrono::seconds(5400));
-  EXPECT_EQ(*p("1.5m"), std::chrono::seconds(90));
+  EXPECT_EQ(*p("0s"), std::chrono::seconds(0));      // upstream's DaemonSet: "no limit"
   EXPECT_EQ(*p("1500ms"), std::chrono::seconds(2));  // rounded up: never shorter
   EXPECT_EQ(*p("0"), std::chrono::seconds(0));
   EXPECT_EQ(*p("45"), std::chrono::seconds(45));
