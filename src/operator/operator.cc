@@ -27,8 +27,11 @@ constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=gpuop";
 // this prefix (feature-labels, worker.version, ...); gpuop's node-discovery
 // never does, so they tell whether NFD runs in the cluster.
 constexpr std::string_view kNfdAnnotationPrefix = "nfd.node.kubernetes.io/";
+// The driver upgrade's annotations (upgrade.h).
+constexpr std::string_view kUpgradeAnnotationPrefix = "nvidia.com/gpu-driver-upgrade";
 
-// What the operator reads of a Node: its name, labels and NFD's annotations.
+// What the operator reads of a Node: its name, labels, NFD's and the driver
+// upgrade's annotations, taints, unschedulable and whether it is Ready.
 // Dropping the rest (status.images alone is often kilobytes) keeps 5,000
 // nodes in a few MiB.
 void KeepNodeMetadata(Json& node) {
@@ -39,17 +42,32 @@ void KeepNodeMetadata(Json& node) {
       if (m.contains(key)) meta[key] = std::move(m[key]);
     }
     if (m.contains("annotations") && m["annotations"].is_object()) {
-      Json nfd = Json::object();
+      Json kept = Json::object();
       for (auto& [key, value] : m["annotations"].items()) {
-        if (key.rfind(kNfdAnnotationPrefix, 0) == 0) nfd[key] = std::move(value);
+        if (key.rfind(kNfdAnnotationPrefix, 0) == 0 ||
+            key.rfind(kUpgradeAnnotationPrefix, 0) == 0) {
+          kept[key] = std::move(value);
+        }
       }
-      if (!nfd.empty()) meta["annotations"] = std::move(nfd);
+      if (!kept.empty()) meta["annotations"] = std::move(kept);
     }
   }
   Json out{{"metadata", std::move(meta)}};
   // Taints: the validation taint is decided against them (node_labels.h).
-  if (node.contains("spec") && node["spec"].is_object() && node["spec"].contains("taints")) {
-    out["spec"] = Json{{"taints", std::move(node["spec"]["taints"])}};
+  // Unschedulable: the driver upgrade cordons.
+  if (node.contains("spec") && node["spec"].is_object()) {
+    for (const char* key : {"taints", "unschedulable"}) {
+      if (node["spec"].contains(key)) out["spec"][key] = std::move(node["spec"][key]);
+    }
+  }
+  // The Ready condition's status (not its heartbeat times): the upgrade's throttle.
+  if (node.contains("status") && node["status"].is_object()) {
+    for (const Json& c : node["status"].value("conditions", Json::array())) {
+      if (c.value("type", "") == "Ready") {
+        out["status"]["conditions"] =
+            Json::array({{{"type", "Ready"}, {"status", c.value("status", "Unknown")}}});
+      }
+    }
   }
   node = std::move(out);
 }
@@ -121,6 +139,16 @@ std::string OperatorMetrics::Exposition() const {
         node_label_patches_total.load());
   gauge("object_writes_total", "counter", "Owned objects created, updated or deleted",
         object_writes_total.load());
+  gauge("driver_auto_upgrade_enabled", "gauge", "1 when driver.upgradePolicy.autoUpgrade is on",
+        upgrade.auto_upgrade_enabled.load());
+  gauge("nodes_upgrades_in_progress", "gauge", "Nodes in a driver upgrade (failed ones excluded)",
+        upgrade.in_progress.load());
+  gauge("nodes_upgrades_done", "gauge", "Nodes in state upgrade-done", upgrade.done.load());
+  gauge("nodes_upgrades_failed", "gauge", "Nodes in state upgrade-failed", upgrade.failed.load());
+  gauge("nodes_upgrades_available", "gauge", "Nodes that may start a driver upgrade now",
+        upgrade.available.load());
+  gauge("nodes_upgrades_pending", "gauge", "Nodes in state upgrade-required",
+        upgrade.pending.load());
   return out.str();
 }
 
@@ -228,6 +256,13 @@ Status Operator::Setup() {
   }
   policy_controller_->RequireSynced(*nodes_);
 
+  UpgradeControllerOptions upgrade_options;
+  upgrade_options.namespace_ = ns;
+  upgrade_options.config = [this] { return DriverUpgradeConfig(); };
+  upgrade_controller_ = std::make_unique<UpgradeController>(client_, std::move(upgrade_options),
+                                                            events_, &metrics_.upgrade);
+  upgrade_controller_->Setup(*factory_, *nodes_);
+
   // Nodes: the policy cares for the set of GPU nodes and their OSes; the node
   // controller for label changes. Heartbeats (status-only updates) do nothing.
   kube::EventHandler node_events;
@@ -253,11 +288,19 @@ Status Operator::Setup() {
 
   // Any ClusterPolicy change may change every node's labels.
   kube::EventHandler policy_events;
-  policy_events.on_add = [this](const kube::ObjectPtr&) { EnqueueAllNodes(); };
-  policy_events.on_update = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& cp) {
-    if (kube::Generation(*old) != kube::Generation(*cp)) EnqueueAllNodes();
+  policy_events.on_add = [this](const kube::ObjectPtr&) {
+    EnqueueAllNodes();
+    upgrade_controller_->Enqueue();
   };
-  policy_events.on_delete = [this](const kube::ObjectPtr&) { EnqueueAllNodes(); };
+  policy_events.on_update = [this](const kube::ObjectPtr& old, const kube::ObjectPtr& cp) {
+    if (kube::Generation(*old) == kube::Generation(*cp)) return;
+    EnqueueAllNodes();
+    upgrade_controller_->Enqueue();
+  };
+  policy_events.on_delete = [this](const kube::ObjectPtr&) {
+    EnqueueAllNodes();
+    upgrade_controller_->Enqueue();
+  };
   policies_->AddEventHandler(policy_events);
   return Status::Ok();
 }
@@ -273,6 +316,8 @@ Status Operator::Run(std::stop_token stop) {
   nodes_->Start(stop);
   std::jthread policy_thread([this](std::stop_token s) { (void)policy_controller_->Run(s); });
   std::stop_callback forward(stop, [&] { policy_thread.request_stop(); });
+  std::jthread upgrade_thread([this](std::stop_token s) { (void)upgrade_controller_->Run(s); });
+  std::stop_callback forward_upgrade(stop, [&] { upgrade_thread.request_stop(); });
   std::jthread ready_thread([this](std::stop_token s) {
     if (factory_->WaitForCacheSync(std::chrono::hours(24), s) &&
         nodes_->WaitForSync(std::chrono::hours(24), s)) {
@@ -283,6 +328,7 @@ Status Operator::Run(std::stop_token stop) {
   std::stop_callback forward_ready(stop, [&] { ready_thread.request_stop(); });
   Status s = node_controller_->Run(stop);
   policy_thread.join();
+  upgrade_thread.join();
   ready_thread.join();
   nodes_->Stop();
   factory_->Stop();
@@ -303,6 +349,21 @@ std::shared_ptr<const Policy> Operator::ActivePolicy() {
   policy_version_ = version;
   policy_ = parsed.ok() ? std::make_shared<const Policy>(std::move(parsed).value()) : nullptr;
   return policy_;
+}
+
+UpgradeConfig Operator::DriverUpgradeConfig() {
+  UpgradeConfig config;
+  if (policies_->List().empty()) return config;  // off
+  std::shared_ptr<const Policy> policy = ActivePolicy();
+  if (!policy) {
+    config.mode = UpgradeConfig::Mode::kHold;  // its status says why it does not parse
+    return config;
+  }
+  if (policy->Enabled(Component::kDriver) && policy->driver_upgrade.auto_upgrade) {
+    config.mode = UpgradeConfig::Mode::kOn;
+    config.policy = policy->driver_upgrade;
+  }
+  return config;
 }
 
 kube::ReconcileResult Operator::ReconcileNode(const std::string& name) {

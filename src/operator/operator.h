@@ -10,6 +10,9 @@
 //   from the cached one, deletes owned objects no longer wanted, and writes
 //   the status when it changed. No ClusterPolicy: everything owned goes.
 //
+//   Driver upgrade controller (upgrade_controller.h): replaces the driver
+//   pods node by node when the driver DaemonSets change.
+//
 //   Node controller (key: node name): on a node's label change, or on any
 //   ClusterPolicy change, one merge patch of exactly the labels that differ
 //   from what PlanNodeLabels wants; nothing when nothing differs.
@@ -34,6 +37,7 @@
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "operator/policy.h"
+#include "operator/upgrade_controller.h"
 
 namespace gpuop::op {
 
@@ -56,6 +60,7 @@ struct OperatorMetrics {
   std::atomic<int64_t> reconciliation_has_nfd_labels{0};
   std::atomic<int64_t> node_label_patches_total{0};
   std::atomic<int64_t> object_writes_total{0};
+  UpgradeMetrics upgrade;  // the driver upgrade controller's
 
   // Prometheus text exposition (version 0.0.4).
   std::string Exposition() const;
@@ -83,7 +88,7 @@ class Operator {
   // Installs or upgrades the CRD (install_crd), creates the informers and the
   // controllers. Makes requests only for the CRD.
   Status Setup();
-  // Starts the informers and runs both controllers until `stop`.
+  // Starts the informers and runs the controllers until `stop`.
   Status Run(std::stop_token stop);
   // True once the caches have synced (readiness).
   bool Ready() const { return ready_.load(); }
@@ -102,6 +107,8 @@ class Operator {
   // or when it does not parse.
   std::shared_ptr<const Policy> ActivePolicy();
   void EnqueueAllNodes();
+  // What the active ClusterPolicy says about driver upgrades.
+  UpgradeConfig DriverUpgradeConfig();
 
   kube::Client& client_;
   const OperatorOptions options_;
@@ -117,6 +124,7 @@ class Operator {
   kube::Informer* validator_pods_ = nullptr;  // app=nvidia-operator-validator
   std::unique_ptr<kube::Controller> policy_controller_;
   std::unique_ptr<kube::Controller> node_controller_;
+  std::unique_ptr<UpgradeController> upgrade_controller_;
 
   std::mutex policy_mu_;
   std::string policy_version_;            // GUARDED_BY(policy_mu_)
