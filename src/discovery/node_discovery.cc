@@ -8,6 +8,7 @@
 
 #include "base/files.h"
 #include "base/log.h"
+#include "discovery/system.h"
 #include "kube/resource.h"
 
 namespace gpuop::discovery {
@@ -51,7 +52,7 @@ Result<std::vector<PciDevice>> ReadPciDevices(const std::string& host_root) {
 
 Result<LabelChanges> SyncNodeLabels(kube::Client& client, const NodeDiscoveryOptions& options) {
   GPUOP_ASSIGN_OR_RETURN(std::vector<PciDevice> devices, ReadPciDevices(options.host_root));
-  const Labels wanted = NvidiaPciLabels(devices);
+  Labels wanted = NvidiaPciLabels(devices);
 
   auto node = client.Get(kube::resources::kNodes, "", options.node_name);
   if (!node.ok()) {
@@ -73,6 +74,15 @@ Result<LabelChanges> SyncNodeLabels(kube::Client& client, const NodeDiscoveryOpt
       if (value.is_string()) current[key] = value.get<std::string>();
     }
   }
+
+  // The OS and kernel labels NFD's system and kernel sources would set: the
+  // host's os-release, and the kernel the kubelet reports for this node.
+  auto os_release = ReadFile(JoinRoot(options.host_root, "/etc/os-release"));
+  std::string kernel;
+  if (auto s = node->find("status"); s != node->end() && s->is_object()) {
+    kernel = s->value("nodeInfo", kube::Json::object()).value("kernelVersion", "");
+  }
+  wanted.merge(SystemLabels(os_release.ok() ? *os_release : "", kernel));
 
   LabelChanges changes = PlanLabelChanges(current, wanted);
   if (changes.empty()) return changes;

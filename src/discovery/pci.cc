@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/strings.h"
+#include "discovery/system.h"
 
 namespace gpuop::discovery {
 namespace {
@@ -71,7 +72,7 @@ Labels NvidiaPciLabels(const std::vector<PciDevice>& devices) {
 }
 
 bool IsManagedLabel(std::string_view key) {
-  if (key == kNvidiaPresentLabel) return true;
+  if (key == kNvidiaPresentLabel || IsSystemLabel(key)) return true;
   // pci-<cccc>_10de.present with <cccc> a class NvidiaPciLabels labels.
   constexpr std::string_view kVendorSuffix = "_10de.present";
   if (!StartsWith(key, kPciLabelPrefix) || !EndsWith(key, kVendorSuffix)) return false;

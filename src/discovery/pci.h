@@ -63,7 +63,8 @@ std::string ClassVendorLabel(uint32_t class_code, uint16_t vendor);
 // Empty when there is none.
 Labels NvidiaPciLabels(const std::vector<PciDevice>& devices);
 
-// True for a key NvidiaPciLabels can produce (for some device).
+// True for a key node discovery manages: one NvidiaPciLabels can produce (for
+// some device), or a system label (discovery/system.h).
 bool IsManagedLabel(std::string_view key);
 
 // What turns the node's `current` labels into ones carrying exactly `wanted`

@@ -112,12 +112,14 @@ Rbac RbacFor(Component c) {
   const std::vector<std::string> kReadPatch = {"get", "list", "watch", "patch"};
   switch (c) {
     case Component::kDriver:
-      // driver-manager: cordon/label its node, evict GPU pods anywhere,
-      // find the operand DaemonSets it pauses.
+      // driver-manager: cordon/label its node, watch the pods on it (its own
+      // included) and evict GPU pods anywhere; Events about its Node go to
+      // the default namespace.
       return {.cluster = {{"", {"nodes"}, kReadPatch},
-                          {"", {"pods"}, {"list", "watch", "delete"}},
-                          {"", {"pods/eviction"}, {"create"}}},
-              .namespaced = {{"apps", {"daemonsets"}, {"get", "list"}}}};
+                          {"", {"pods"}, {"get", "list", "watch"}},
+                          {"", {"pods/eviction"}, {"create"}},
+                          {"", {"events"}, {"create", "patch"}}},
+              .namespaced = {}};
     case Component::kContainerToolkit:
       // Its preStop: whether its own DaemonSet stays (node-cleanup).
       return {.cluster = {{"", {"nodes"}, {"get"}}},
@@ -492,7 +494,8 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
 
     // k8s-driver-manager (gpuop driver-manager): makes way for the driver.
     // Its environment, upstream's names:
-    //   NODE_NAME, OPERATOR_NAMESPACE      who and where it is
+    //   NODE_NAME, OPERATOR_NAMESPACE,
+    //   POD_NAME                           who and where it is
     //   NVIDIA_DRIVER_ROOT                 the driver root it unmounts
     //   ENABLE_GPU_POD_EVICTION=true       evict GPU pods before unloading
     //   ENABLE_AUTO_DRAIN, DRAIN_USE_FORCE, DRAIN_POD_SELECTOR_LABEL,
@@ -500,7 +503,8 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     //                                      from driver.upgradePolicy.drain
     // then driver.manager.env.
     Json manager_env = Json::array(
-        {EnvValue("NVIDIA_DRIVER_ROOT", p.driver_install_dir),
+        {EnvFromField("POD_NAME", "metadata.name"),
+         EnvValue("NVIDIA_DRIVER_ROOT", p.driver_install_dir),
          EnvValue("ENABLE_GPU_POD_EVICTION", "true"),
          EnvValue("ENABLE_AUTO_DRAIN", BoolField(drain, "enable", false) ? "true" : "false"),
          EnvValue("DRAIN_USE_FORCE", BoolField(drain, "force", false) ? "true" : "false"),
@@ -1029,6 +1033,10 @@ std::vector<RenderedObject> RenderNodeDiscovery(const RenderInput& in) {
     pod["priorityClassName"] = p.daemonsets.priority_class_name;
   }
   AddHostMount(pod["volumes"], ctr, HostSys());
+  // The OS labels (NFD's system-os_release.*) name the driver image's tag.
+  AddHostMount(
+      pod["volumes"], ctr,
+      {"host-os-release", "/etc/os-release", UnderHostRoot("/etc/os-release"), true, "", "File"});
   pod["containers"] = Json::array({std::move(ctr)});
 
   Json meta = Metadata(in, component, name, true);

@@ -339,12 +339,11 @@ void ExpectWellFormed(const std::vector<RenderedObject>& objects, const std::str
 
 TEST(RenderTest, HelmSampleRendersEveryEnabledComponentInOrder) {
   Rendering h = Helm();
-  EXPECT_THAT(
-      Describe(h.Of(Component::kDriver)),
-      ElementsAre("ServiceAccount/nvidia-driver-daemonset", "ClusterRole/gpuop-driver",
-                  "ClusterRoleBinding/gpuop-driver", "Role/gpuop-driver",
-                  "RoleBinding/gpuop-driver", "DaemonSet/nvidia-driver-daemonset-ubuntu22.04",
-                  "DaemonSet/nvidia-driver-daemonset-rhel9.4"));
+  EXPECT_THAT(Describe(h.Of(Component::kDriver)),
+              ElementsAre("ServiceAccount/nvidia-driver-daemonset", "ClusterRole/gpuop-driver",
+                          "ClusterRoleBinding/gpuop-driver",
+                          "DaemonSet/nvidia-driver-daemonset-ubuntu22.04",
+                          "DaemonSet/nvidia-driver-daemonset-rhel9.4"));
   EXPECT_THAT(Describe(h.Of(Component::kContainerToolkit)),
               ElementsAre("ServiceAccount/nvidia-container-toolkit-daemonset",
                           "ClusterRole/gpuop-container-toolkit",
@@ -425,7 +424,8 @@ TEST(RenderTest, NodeDiscoveryWithoutNfd) {
   EXPECT_FALSE(PodSpec(ds).contains("runtimeClassName"));
   EXPECT_THAT(PrivilegedContainers(ds), IsEmpty());
   using Mounts = std::map<std::string, std::set<std::string>>;
-  EXPECT_EQ(HostMounts(ds), (Mounts{{"/sys", {"/host/sys (ro)"}}}));
+  EXPECT_EQ(HostMounts(ds), (Mounts{{"/etc/os-release", {"/host/etc/os-release (ro)"}},
+                                    {"/sys", {"/host/sys (ro)"}}}));
   const Json ctr = Container(ds, "node-discovery");
   EXPECT_EQ(ctr["image"], h.env.gpuop_image);
   EXPECT_EQ(ctr["command"], Json::parse(R"(["gpuop","--host-root","/host","node-discovery"])"));
@@ -582,7 +582,7 @@ TEST(RenderTest, HostMountsAreOnlyWhatEachComponentNeeds) {
   const std::map<std::string, Mounts> expected = {
       {"nvidia-driver-daemonset-ubuntu22.04",
        {{"/", {"/host (ro)"}},
-        {"/run/nvidia", {"/host/run/nvidia (rw)", "/run/nvidia (rw)"}},
+        {"/run/nvidia", {"/run/nvidia (rw)"}},
         {"/etc/os-release", {"/host-etc/os-release (ro)"}},
         {"/var/log", {"/var/log (rw)"}},
         {"/dev/log", {"/dev/log (rw)"}},
@@ -664,6 +664,29 @@ TEST(RenderTest, PrivilegesAndRuntimeClassPerComponent) {
   }
 }
 
+// DRIVER_CONFIG_DIGEST changes with what the driver's installation depends
+// on (a restart with the same digest takes the driver's fast path, a new one
+// reloads the module), and only with that.
+TEST(RenderTest, DriverConfigDigestFollowsTheDriversConfiguration) {
+  auto digest = [](const Json& cp) {
+    Rendering r = Render(cp);
+    const Json ds = Find(r.Of(Component::kDriver), "DaemonSet/nvidia-driver-daemonset-ubuntu22.04");
+    return EnvOf(Container(ds, "nvidia-driver-ctr"), "DRIVER_CONFIG_DIGEST");
+  };
+  const Json base = LoadSample("clusterpolicy.yaml");
+  Json newer = base;
+  newer["spec"]["driver"]["version"] = "600.1.2";
+  Json other_env = base;
+  other_env["spec"]["driver"]["env"] = Json::parse(R"([{"name":"X","value":"1"}])");
+  Json unrelated = base;
+  unrelated["spec"]["devicePlugin"]["env"] = Json::parse(R"([{"name":"X","value":"1"}])");
+  EXPECT_NE(digest(base), digest(newer));
+  EXPECT_NE(digest(base), digest(other_env));
+  EXPECT_EQ(digest(base), digest(unrelated));
+  // Decimal, as NVIDIA's (FNV-32a).
+  EXPECT_EQ(digest(base).find_first_not_of("0123456789"), std::string::npos);
+}
+
 TEST(RenderTest, RbacIsLeastPrivilege) {
   Rendering h = Helm();
   auto rules = [&](Component c, const std::string& kind) {
@@ -681,8 +704,9 @@ TEST(RenderTest, RbacIsLeastPrivilege) {
                              "verbs":["get","list","watch","create","update","patch"]}])"));
   EXPECT_EQ(rules(Component::kDriver, "ClusterRole"), Json::parse(R"([
               {"apiGroups":[""],"resources":["nodes"],"verbs":["get","list","watch","patch"]},
-              {"apiGroups":[""],"resources":["pods"],"verbs":["list","watch","delete"]},
-              {"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]}])"));
+              {"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch"]},
+              {"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]},
+              {"apiGroups":[""],"resources":["events"],"verbs":["create","patch"]}])"));
   // The validator: its node (the plugin check watches it), the workload pods
   // in its namespace, the DaemonSet they copy owner and tolerations from.
   EXPECT_EQ(
@@ -739,12 +763,16 @@ TEST(RenderTest, DriverDaemonSetPerOs) {
     const Json& manager = Container(ds, "k8s-driver-manager");
     EXPECT_EQ(manager["image"], kGpuopImage);
     EXPECT_THAT(Strings(manager["command"]),
-                ElementsAre("gpuop", "--host-root", "/host", "driver-manager"));
+                ElementsAre("gpuop", "--host-root", "/host", "driver-manager", "uninstall_driver"));
     EXPECT_EQ(EnvOf(manager, "ENABLE_GPU_POD_EVICTION"), "true");
     EXPECT_EQ(EnvOf(manager, "ENABLE_AUTO_DRAIN"), "false");
     EXPECT_EQ(EnvOf(manager, "DRAIN_TIMEOUT_SECONDS"), "300s");
     EXPECT_EQ(EnvOf(manager, "NVIDIA_DRIVER_ROOT"), "/run/nvidia/driver");
     EXPECT_EQ(EnvOf(manager, "NODE_NAME"), "<valueFrom>");
+    EXPECT_EQ(EnvOf(manager, "POD_NAME"), "<valueFrom>");
+    // One digest of the driver's configuration, in both containers.
+    EXPECT_FALSE(EnvOf(manager, "DRIVER_CONFIG_DIGEST").empty());
+    EXPECT_EQ(EnvOf(manager, "DRIVER_CONFIG_DIGEST"), EnvOf(ctr, "DRIVER_CONFIG_DIGEST"));
     EXPECT_EQ(PodSpec(ds)["initContainers"].size(), 1u);
   }
 
