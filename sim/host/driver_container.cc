@@ -41,6 +41,30 @@ Status ClearDir(const std::string& dir) {
   return Status::Ok();
 }
 
+// The driver root's /dev: the real container's root is bind-mounted there
+// whole, its /dev (the node's, privileged) included, and consumers told to
+// use the driver root for device nodes look there.
+Status MirrorDeviceNodes(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  for (const std::string& sub : {std::string(), std::string("/nvidia-caps")}) {
+    const std::string src_dir = from + sub;
+    if (!fs::is_directory(src_dir, ec)) continue;
+    GPUOP_RETURN_IF_ERROR(MakeDirs(to + sub));
+    for (const auto& entry : fs::directory_iterator(src_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (sub.empty() && !StartsWith(name, "nvidia")) continue;
+      struct stat st {};
+      if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+      const std::string dst = to + sub + "/" + name;
+      ::unlink(dst.c_str());
+      if (::mknod(dst.c_str(), st.st_mode, st.st_rdev) != 0) {
+        return Internal("creating " + dst + ": " + std::strerror(errno));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status UnloadAll(host::KernelModules& kernel) {
   GPUOP_ASSIGN_OR_RETURN(std::vector<host::KernelModule> loaded, kernel.List());
   for (const char* name : host::kNvidiaModulesUnloadOrder) {
@@ -95,6 +119,7 @@ Status StartDriver(const DriverContainerOptions& o, StateStore& store,
     return Internal("setting up the driver root " + DriverRoot(o) + " from " + o.driver_tree +
                     ": " + ec.message());
   }
+  GPUOP_RETURN_IF_ERROR(MirrorDeviceNodes(o.dev_dir, DriverRoot(o) + "/dev"));
   if (!same) GPUOP_RETURN_IF_ERROR(LoadDriver(store, o.version));
   if (!o.config_digest.empty()) {
     GPUOP_RETURN_IF_ERROR(WriteFileAtomic(state_file, o.config_digest + "\n"));

@@ -14,7 +14,8 @@
 //   - else unload whatever driver is loaded, refusing ("driver is in use",
 //     exit 1) while a process holds it, "build" (a version built to fail
 //     fails here, as a kernel module that does not compile), set up the
-//     driver root at /run/nvidia/driver, load the simulated kernel driver of
+//     driver root at /run/nvidia/driver (with its /dev, as the real
+//     container's rbind of its root has), load the simulated kernel driver of
 //     the image's version (NVML then reports it), write the digest;
 //   - on SIGTERM: unload and take the root down; when the driver is still in
 //     use, wait for SIGKILL and leave everything for the next driver manager.
@@ -39,6 +40,7 @@ struct DriverContainerOptions {
   std::string fail;                     // GPUOP_SIM_DRIVER_FAIL: "" or "build"
   std::string run_dir = "/run/nvidia";  // the host's /run/nvidia
   std::string driver_tree = kDriverTreeInImage;
+  std::string dev_dir = "/dev";  // the node's device nodes (a privileged container's /dev)
 };
 
 // Loads the driver (the init steps above). FailedPrecondition when the loaded

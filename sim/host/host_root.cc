@@ -351,6 +351,9 @@ Result<HostRootPlan> PlanHostRoot(const Machine& machine, const HostRootOptions&
   // sysfs: the NVIDIA GPUs among other PCI devices.
   b.Dir("/sys/bus/pci/drivers/nvidia");
   b.File("/sys/module/nvidia/version", ver + "\n", 0444);
+  // The firmware loader's search path (a kernel parameter, empty by default):
+  // the driver container mounts it to point the kernel at its firmware.
+  b.File("/sys/module/firmware_class/parameters/path", "\n", 0644);
   auto pci_device = [&](const std::string& addr, uint32_t vendor, uint32_t device,
                         uint32_t pci_class, uint32_t sub_vendor, uint32_t sub_device, int numa) {
     const std::string dir = "/sys/bus/pci/devices/" + addr;

@@ -225,7 +225,7 @@ struct ToolkitDaemon::Impl {
   // ---- work ----
 
   Result<Fingerprint> Observe(std::unique_ptr<nvml::Client>* client) {
-    auto c = nvml::Client::Open(opt.nvml_lib);
+    auto c = nvml::Client::Open(opt.nvml_lib());
     if (!c.ok()) return c.status();
     auto system = (*c)->System();
     if (!system.ok()) return system.status();

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -34,7 +35,9 @@ namespace gpuop::toolkit {
 struct ToolkitOptions {
   // Host paths below are joined to host_root, as everywhere in gpuop.
   std::string host_root = "/";
-  std::string nvml_lib = "libnvidia-ml.so.1";
+  // The NVML library to load, asked again on every attempt: a driver
+  // container may set up the driver root after the toolkit started.
+  std::function<std::string()> nvml_lib = [] { return std::string("libnvidia-ml.so.1"); };
   std::string cdi_output = "/var/run/cdi/nvidia.yaml";  // .json: JSON, else YAML
   std::string driver_root = "/";                        // as the host sees it (NVIDIA_DRIVER_ROOT)
   std::string dev_root;                                 // empty: driver_root (NVIDIA_DEV_ROOT)
