@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "kube/event_recorder.h"
 #include "kube/object.h"
 #include "kube/resource.h"
 #include "tests/testing/api_emulator.h"
@@ -274,7 +275,8 @@ class UpgradeControllerTest : public ::testing::Test {
       std::lock_guard lock(mu_);
       return UpgradeConfig{mode_, policy_};
     };
-    controller_ = std::make_unique<UpgradeController>(client(), o, nullptr, &metrics_);
+    recorder_ = std::make_unique<kube::EventRecorder>(client(), kube::EventRecorderOptions{});
+    controller_ = std::make_unique<UpgradeController>(client(), o, recorder_.get(), &metrics_);
     controller_->Setup(*factory_, *nodes_);
     factory_->Start();
     nodes_->Start();
@@ -286,8 +288,24 @@ class UpgradeControllerTest : public ::testing::Test {
     thread_.request_stop();
     thread_.join();
     controller_.reset();
+    recorder_.reset();
     nodes_.reset();
     factory_.reset();
+  }
+
+  // The messages of the GPUDriverUpgrade Events about `node`.
+  std::vector<std::string> EventsAbout(const std::string& node) {
+    EXPECT_TRUE(recorder_->Flush(std::chrono::seconds(30)));
+    std::vector<std::string> out;
+    auto events = client().List(res::kEvents, "");
+    EXPECT_TRUE(events.ok());
+    for (const Json& e : events->items) {
+      if (e.value("reason", "") == up::kEventReason &&
+          e["involvedObject"].value("name", "") == node) {
+        out.push_back(e.value("message", ""));
+      }
+    }
+    return out;
   }
 
   // Counts, on every node change a watch sees, the nodes in progress.
@@ -333,6 +351,7 @@ class UpgradeControllerTest : public ::testing::Test {
   UpgradeMetrics metrics_;
   std::unique_ptr<kube::SharedInformerFactory> factory_;
   std::unique_ptr<kube::Informer> nodes_;
+  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<UpgradeController> controller_;
   std::jthread thread_;
   std::unique_ptr<kube::Informer> watch_;
@@ -400,6 +419,36 @@ TEST_F(UpgradeControllerTest, AFailingDriverStopsTheRolloutOnTheFirstNode) {
   }
   EXPECT_EQ(metrics_.failed.load(), 1);
   EXPECT_EQ(metrics_.pending.load(), 2);
+  bool said_why = false;
+  for (const std::string& m : EventsAbout("gpu-1")) {
+    said_why = said_why || m.find("not Ready after 11 restarts") != std::string::npos;
+  }
+  EXPECT_TRUE(said_why);
+}
+
+TEST_F(UpgradeControllerTest, AnEvictionAPodDisruptionBudgetRefusesFailsTheNodeAtTheTimeout) {
+  policy_.pod_deletion.timeout_seconds = 1;
+  StartController();
+  ASSERT_TRUE(AllIn("upgrade-done"));
+  // Every eviction answered as a PodDisruptionBudget answers: 429, no Retry-After.
+  ASSERT_TRUE(api_.server->faults().Set("error=429,verb=create,resource=pods,retry-after=0").ok());
+  NewRevision("550.54.15");
+  ASSERT_TRUE(
+      RunUntil([&](const auto& nodes) { return StateOf(nodes.at("gpu-1")) == "upgrade-failed"; }));
+  ASSERT_TRUE(api_.server->faults().Set("").ok());
+  EXPECT_TRUE(client().Get(res::kPods, "ml", "train-gpu-1").ok()) << "the guarded pod stays";
+  EXPECT_TRUE(client().Get(res::kPods, kNs, std::string(kDs) + "-gpu-1-h1").ok())
+      << "the old driver stays";
+  auto nodes = Nodes();
+  EXPECT_FALSE(kube::Annotation(nodes["gpu-1"], up::kPodDeletionStartAnnotation).has_value());
+  bool timed_out = false;
+  for (const std::string& m : EventsAbout("gpu-1")) {
+    timed_out = timed_out || m.find("a PodDisruptionBudget may forbid") != std::string::npos;
+  }
+  EXPECT_TRUE(timed_out) << "the Event says why";
+  for (const char* other : {"gpu-2", "gpu-3"}) {
+    EXPECT_EQ(StateOf(nodes[other]), "upgrade-required") << other;
+  }
 }
 
 TEST_F(UpgradeControllerTest, TurningAutoUpgradeOffRemovesTheLabels) {
