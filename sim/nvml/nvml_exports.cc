@@ -12,7 +12,10 @@
 // by identity (GPU UUID, instance creation serials), so a stale handle is
 // recognised and answered with an error rather than dereferenced into freed
 // memory. No C++ exception crosses the C ABI.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -21,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +87,9 @@ enum class HandleKind { kDevice, kGpuInstance, kComputeInstance, kEventSet };
 
 struct Session {
   std::unique_ptr<StateStore> store;
+  // While initialised, a process holds the driver (a real nvmlInit opens
+  // /dev/nvidiactl): the module cannot be unloaded under it.
+  std::optional<gpuop::sim::DriverHolder> holder;
   // The loaded driver's version and its CUDA version (a driver container may
   // have loaded another than the machine's).
   std::pair<std::string, int> DriverVersions() const {
@@ -476,6 +483,16 @@ nvmlReturn_t nvmlInit_v2(void) {
     if (!(*state)->driver_loaded) return NVML_ERROR_DRIVER_NOT_LOADED;
     auto session = std::make_shared<Session>();
     session->store = std::move(store).value();
+    if (session->store->shared()) {
+      auto h = gpuop::sim::DriverHolder::Acquire(
+          session->store->dir(),
+          "pid " + std::to_string(::getpid()) + " (" + program_invocation_short_name + ", NVML)");
+      if (!h.ok()) {
+        std::fprintf(stderr, "nvml-sim: %s\n", h.status().ToString().c_str());
+        return NVML_ERROR_UNKNOWN;
+      }
+      session->holder.emplace(std::move(h).value());
+    }
     session->visible = gpuop::sim::VisibleGpusFromEnv(session->machine());
     lib.session = std::move(session);
     lib.init_count = 1;

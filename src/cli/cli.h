@@ -8,6 +8,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <functional>
 #include <map>
@@ -101,6 +102,8 @@ class StopSignals {
   // `hangup`: SIGHUP too, for commands that reload on it (Wait returns it).
   explicit StopSignals(bool hangup = false);
   int Wait();
+  // Like Wait, but gives up after `timeout`: 0 then.
+  int WaitFor(std::chrono::milliseconds timeout);
 
  private:
   sigset_t set_;

@@ -1,8 +1,11 @@
 // `gpuop cuda vector-add`: the CUDA check (cuda/vector_add.h) as a command,
 // what the validator's CUDA workload pod runs. One line per fact, "Test
 // PASSED" as cuda-samples' vectorAdd prints it; the error and exit 1 otherwise.
+// With --repeat-every, a steady GPU workload: the check again and again until
+// SIGTERM (exit 0), the process holding the GPU throughout as a job does.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "cli/cli.h"
@@ -20,6 +23,7 @@ void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action) 
     size_t elements = 50000;
     std::string require_cuda;
     std::string cuda_lib;
+    double repeat_every_s = 0;
   };
   auto flags = std::make_shared<Flags>();
   cmd->add_option("--device", flags->device, "CUDA device ordinal to run on")
@@ -33,6 +37,9 @@ void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action) 
   cmd->add_option("--cuda-lib", flags->cuda_lib,
                   "CUDA driver library to load (default libcuda.so.1)")
       ->envname("GPUOP_CUDA_LIB");
+  cmd->add_option("--repeat-every", flags->repeat_every_s,
+                  "Run again every SECONDS until SIGTERM (a steady workload); 0: once")
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->callback([action, flags, &g] {
     *action = [flags, &g] {
       cuda::VectorAddOptions o;
@@ -49,21 +56,30 @@ void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action) 
         }
         o.required_cuda_version = *v;
       }
-      auto r = cuda::RunVectorAdd(o);
-      if (!r.ok()) {
-        std::fprintf(stderr, "gpuop cuda vector-add: %s\n", r.status().message().c_str());
-        std::printf("Test FAILED\n");
-        return kExitFailure;
+      std::optional<StopSignals> signals;
+      if (flags->repeat_every_s > 0) signals.emplace();
+      for (;;) {
+        auto r = cuda::RunVectorAdd(o);
+        if (!r.ok()) {
+          std::fprintf(stderr, "gpuop cuda vector-add: %s\n", r.status().message().c_str());
+          std::printf("Test FAILED\n");
+          return kExitFailure;
+        }
+        std::printf(
+            "CUDA driver version: %s%s\n", cuda::CudaVersionText(r->driver_cuda_version).c_str(),
+            r->driver_version.empty() ? "" : (" (driver " + r->driver_version + ")").c_str());
+        std::printf("CUDA devices visible: %d\n", r->device_count);
+        std::printf("Device %d: %s (%s), compute capability %d.%d\n", r->device,
+                    r->device_name.c_str(), r->uuid.c_str(), r->cc_major, r->cc_minor);
+        std::printf("Vector addition of %zu elements: %u blocks of %u threads\n", r->elements,
+                    r->blocks, r->threads_per_block);
+        std::printf("Test PASSED\n");
+        std::fflush(stdout);
+        if (!signals) break;
+        const auto every =
+            std::chrono::milliseconds(static_cast<int64_t>(flags->repeat_every_s * 1000));
+        if (signals->WaitFor(every) != 0) break;
       }
-      std::printf("CUDA driver version: %s%s\n",
-                  cuda::CudaVersionText(r->driver_cuda_version).c_str(),
-                  r->driver_version.empty() ? "" : (" (driver " + r->driver_version + ")").c_str());
-      std::printf("CUDA devices visible: %d\n", r->device_count);
-      std::printf("Device %d: %s (%s), compute capability %d.%d\n", r->device,
-                  r->device_name.c_str(), r->uuid.c_str(), r->cc_major, r->cc_minor);
-      std::printf("Vector addition of %zu elements: %u blocks of %u threads\n", r->elements,
-                  r->blocks, r->threads_per_block);
-      std::printf("Test PASSED\n");
       return kExitOk;
     };
   });

@@ -34,6 +34,14 @@ StopSignals::StopSignals(bool hangup) {
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
 }
 
+int StopSignals::WaitFor(std::chrono::milliseconds timeout) {
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  timespec ts{static_cast<time_t>(secs.count()),
+              static_cast<long>((timeout - secs).count() * 1000000)};
+  const int sig = sigtimedwait(&set_, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
 int StopSignals::Wait() {
   int sig = 0;
   sigwait(&set_, &sig);
