@@ -158,10 +158,28 @@ Result<std::vector<NodeSpec>> ParseClusterFile(const std::string& path) {
   }
   std::chrono::seconds max_restart{300};
   Json period;
-  if (doc.contains("kubelet") && doc["kubelet"].is_object() &&
-      doc["kubelet"].contains("crashLoopBackOff") &&
-      doc["kubelet"]["crashLoopBackOff"].is_object()) {
-    period = doc["kubelet"]["crashLoopBackOff"].value("maxContainerRestartPeriod", Json());
+  if (doc.contains("kubelet")) {
+    // A misspelt key would silently keep the default: name what is allowed.
+    const Json& kubelet = doc["kubelet"];
+    const std::string shape =
+        ": `kubelet` takes {crashLoopBackOff: {maxContainerRestartPeriod: 10s}}";
+    if (!kubelet.is_object()) return InvalidArgument(path + shape);
+    for (auto it = kubelet.begin(); it != kubelet.end(); ++it) {
+      if (it.key() != "crashLoopBackOff") {
+        return InvalidArgument(path + ": unknown field `kubelet." + it.key() + "`" + shape);
+      }
+    }
+    if (kubelet.contains("crashLoopBackOff")) {
+      const Json& backoff = kubelet["crashLoopBackOff"];
+      if (!backoff.is_object()) return InvalidArgument(path + shape);
+      for (auto it = backoff.begin(); it != backoff.end(); ++it) {
+        if (it.key() != "maxContainerRestartPeriod") {
+          return InvalidArgument(path + ": unknown field `kubelet.crashLoopBackOff." + it.key() +
+                                 "`" + shape);
+        }
+      }
+      period = backoff.value("maxContainerRestartPeriod", Json());
+    }
   }
   if (!period.is_null()) {
     auto d = period.is_string()

@@ -101,6 +101,11 @@ Status StartDriver(const DriverContainerOptions& o, StateStore& store,
       LogInfo("unloading the loaded driver", {{"loaded", *loaded}, {"version", o.version}});
       GPUOP_RETURN_IF_ERROR(UnloadAll(kernel));
     }
+    // The digest described the modules just unloaded; a load without one must
+    // not leave it to claim the next fast path.
+    std::error_code rm_ec;
+    fs::remove(state_file, rm_ec);
+    if (rm_ec) return Internal("removing " + state_file + ": " + rm_ec.message());
     GPUOP_RETURN_IF_ERROR(ClearDir(DriverRoot(o)));
     if (o.fail == "build") {
       return Internal("building the NVIDIA kernel module " + o.version +

@@ -625,20 +625,25 @@ Result<DriverHolder> DriverHolder::Acquire(const std::string& state_dir, const s
   const std::string dir = state_dir + "/holders";
   GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
   static std::atomic<uint64_t> counter{0};
-  const std::string path =
-      dir + "/" + std::to_string(::getpid()) + "-" +
+  const std::string name =
+      std::to_string(::getpid()) + "-" +
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
       std::to_string(counter++);
-  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("creating driver holder " + path + ": " + std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  const std::string path = dir + "/" + name;
+  // Made locked under a hidden name, then renamed: a concurrent scan would
+  // take an unlocked file for a dead holder's and remove it.
+  const std::string hidden = dir + "/." + name;
+  int fd = ::open(hidden.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("creating driver holder " + hidden + ": " + std::strerror(errno));
+  auto fail = [&](const std::string& step) -> Status {
+    Status s = Internal(step + " driver holder " + hidden + ": " + std::strerror(errno));
+    ::unlink(hidden.c_str());
     ::close(fd);
-    return Internal("locking driver holder " + path + ": " + std::strerror(errno));
-  }
-  if (::write(fd, what.data(), what.size()) < 0) {
-    ::close(fd);
-    return Internal("writing driver holder " + path + ": " + std::strerror(errno));
-  }
+    return s;
+  };
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return fail("locking");
+  if (::write(fd, what.data(), what.size()) < 0) return fail("writing");
+  if (::rename(hidden.c_str(), path.c_str()) != 0) return fail("naming");
   return DriverHolder(fd, path);
 }
 

@@ -62,6 +62,66 @@ TEST(NodeListTest, ClusterFile) {
   EXPECT_NE(bad.status().message().find("unknown field `gpus`"), std::string::npos);
 }
 
+TEST(NodeListTest, ClusterFileDriverAndKubelet) {
+  testing::TempDir tmp;
+  const std::string path = tmp.path() + "/cluster.yaml";
+  ASSERT_TRUE(WriteFileAtomic(path,
+                              "kubelet: {crashLoopBackOff: {maxContainerRestartPeriod: 2s}}\n"
+                              "nodes:\n"
+                              "- {name: bare, machine: dgx-h100, driver: none}\n"
+                              "- {name: installed, machine: dgx-h100, driver: host}\n"
+                              "- {name: plain, machine: cpu}\n")
+                  .ok());
+  auto nodes = ParseClusterFile(path);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  ASSERT_EQ(nodes->size(), 3u);
+  EXPECT_FALSE((*nodes)[0].host_driver);
+  EXPECT_TRUE((*nodes)[1].host_driver);
+  EXPECT_TRUE((*nodes)[2].host_driver);  // the default: a driver on the host
+  for (const NodeSpec& n : *nodes) EXPECT_EQ(n.max_restart_period, std::chrono::seconds(2));
+
+  ASSERT_TRUE(WriteFileAtomic(path, "nodes:\n- {name: x, machine: cpu}\n").ok());
+  nodes = ParseClusterFile(path);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_EQ((*nodes)[0].max_restart_period, std::chrono::seconds(300));  // the kubelet's default
+}
+
+TEST(NodeListTest, ClusterFileBadDriverAndKubeletValues) {
+  testing::TempDir tmp;
+  const std::string path = tmp.path() + "/cluster.yaml";
+  auto error_of = [&](const std::string& yaml) {
+    EXPECT_TRUE(WriteFileAtomic(path, yaml).ok());
+    auto nodes = ParseClusterFile(path);
+    EXPECT_FALSE(nodes.ok()) << yaml;
+    return nodes.ok() ? std::string() : nodes.status().message();
+  };
+  for (const char* driver : {"containerized", "true", "[host]"}) {
+    std::string msg =
+        error_of(std::string("nodes:\n- {name: x, machine: cpu, driver: ") + driver + "}\n");
+    EXPECT_NE(msg.find("nodes[0].driver must be `host`"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("`none`"), std::string::npos) << msg;
+  }
+  for (const char* period : {"0s", "10m", "5", "[2s]", "soon"}) {
+    std::string msg =
+        error_of(std::string("kubelet: {crashLoopBackOff: {maxContainerRestartPeriod: ") + period +
+                 "}}\nnodes:\n- {name: x, machine: cpu}\n");
+    EXPECT_NE(msg.find("kubelet.crashLoopBackOff.maxContainerRestartPeriod must be a duration "
+                       "from 1s to 300s"),
+              std::string::npos)
+        << period << ": " << msg;
+  }
+  for (const char* kubelet : {"kubelet: 2s\n", "kubelet: {crashLoopBackoff: {}}\n",
+                              "kubelet: {crashLoopBackOff: {maxRestartPeriod: 2s}}\n",
+                              "kubelet: {crashLoopBackOff: 2s}\n"}) {
+    std::string msg = error_of(std::string(kubelet) + "nodes:\n- {name: x, machine: cpu}\n");
+    EXPECT_NE(msg.find("`kubelet` takes {crashLoopBackOff: {maxContainerRestartPeriod: 10s}}"),
+              std::string::npos)
+        << kubelet << ": " << msg;
+  }
+  std::string msg = error_of("nodes:\n- {name: x, machine: cpu}\nnetwork: {mtu: 1400}\n");
+  EXPECT_NE(msg.find("unknown field `network` (nodes, kubelet)"), std::string::npos) << msg;
+}
+
 TEST(NetworkPlanTest, DistinctNamesAndAddressesWithinLimits) {
   std::string key = ClusterKey("/tmp/gpuop-cluster");
   EXPECT_EQ(key, ClusterKey("/tmp/gpuop-cluster"));  // stable

@@ -362,5 +362,74 @@ TEST(HostRootPresetTest, DgxH100Preset) {
   EXPECT_NE(info->content.find(g.model.name), std::string::npos);
 }
 
+// The driver's installation (what a driver container brings) against the node
+// (what the kernel and the hardware show).
+TEST(HostRootPlanTest, DriverFilesAreTheInstallation) {
+  HostRootPlan plan = Plan(DgxH100());
+  const std::string lib = std::string(kLib) + "libnvidia-ml.so." + kVer;
+  const std::string firmware = std::string("/lib/firmware/nvidia/") + kVer + "/gsp_ga10x.bin";
+  for (const std::string& path : {lib, std::string("/usr/bin/nvidia-smi"), firmware}) {
+    EXPECT_TRUE(IsDriverFile(plan, Get(plan, path))) << path;
+  }
+  for (const char* path : {"/dev/nvidia0", "/dev/nvidiactl", "/proc/driver/nvidia/version",
+                           "/sys/module/nvidia/version", "/etc/ld.so.conf",
+                           "/sys/module/firmware_class/parameters/path"}) {
+    EXPECT_FALSE(IsDriverFile(plan, Get(plan, path))) << path;
+  }
+}
+
+TEST(HostRootPlanTest, WithoutDriverFilesIsABareNode) {
+  HostRootPlan plan = Plan(DgxH100());
+  HostRootPlan bare = WithoutDriverFiles(plan);
+  EXPECT_EQ(bare.gpus, plan.gpus);
+  EXPECT_EQ(bare.lib_dir, plan.lib_dir);
+  EXPECT_EQ(bare.CountLibraries(), 0u);
+  EXPECT_EQ(bare.CountDeviceNodes(), plan.CountDeviceNodes());  // the node's, kept
+  for (const HostEntry& e : bare.entries) {
+    EXPECT_FALSE(StartsWith(e.path, std::string(kLib) + "libnvidia-ml")) << e.path;
+    EXPECT_FALSE(StartsWith(e.path, "/usr/bin/nvidia-")) << e.path;
+    EXPECT_FALSE(StartsWith(e.path, "/lib/firmware/")) << e.path;
+    EXPECT_FALSE(IsDriverFile(plan, e)) << e.path;
+  }
+  // What only a loaded module shows is gone too.
+  EXPECT_EQ(bare.Find("/proc/driver/nvidia/version"), nullptr);
+  EXPECT_EQ(bare.Find("/sys/module/nvidia/version"), nullptr);
+  for (const char* path : {"/dev/nvidia0", "/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm",
+                           "/dev/nvidia-caps/nvidia-cap1", "/proc/driver/nvidia-caps/mig-minors",
+                           "/sys/module/firmware_class/parameters/path"}) {
+    EXPECT_NE(bare.Find(path), nullptr) << path;
+  }
+}
+
+TEST(HostRootPlanTest, DriverFilesOnlyIsTheDriverRoot) {
+  HostRootPlan plan = Plan(DgxH100());
+  HostRootPlan driver = DriverFilesOnly(plan);
+  EXPECT_EQ(driver.CountLibraries(), plan.CountLibraries());
+  EXPECT_EQ(driver.CountDeviceNodes(), 0u);
+  for (const HostEntry& e : driver.entries) {
+    EXPECT_TRUE(IsDriverFile(plan, e) || e.path == "/etc/ld.so.conf" ||
+                e.path == "/var/cache/ldconfig")
+        << e.path;
+  }
+  for (const std::string& path :
+       {std::string(kLib) + "libnvidia-ml.so." + kVer, std::string("/usr/bin/nvidia-smi"),
+        std::string("/lib/firmware/nvidia/") + kVer + "/gsp_tu10x.bin",
+        std::string("/etc/ld.so.conf")}) {
+    EXPECT_NE(driver.Find(path), nullptr) << path;
+  }
+  EXPECT_EQ(driver.Find("/proc/driver/nvidia/version"), nullptr);
+  // The two halves are the whole plan: the loader configuration (ld.so.conf,
+  // its aux cache dir) is in both, what only a loaded module shows in neither.
+  EXPECT_EQ(WithoutDriverFiles(plan).entries.size() + driver.entries.size(), plan.entries.size());
+}
+
+TEST(HostRootPlanTest, FirmwareSearchPathParameterIsEmptyAndWritable) {
+  HostRootPlan plan = Plan(OneA100());
+  const HostEntry& e = Get(plan, "/sys/module/firmware_class/parameters/path");
+  EXPECT_EQ(e.type, HostEntryType::kFile);
+  EXPECT_EQ(e.content, "\n");  // no custom path: the kernel searches /lib/firmware
+  EXPECT_EQ(e.mode, 0644u);    // root sets it to point the loader at a driver root
+}
+
 }  // namespace
 }  // namespace gpuop::sim
