@@ -802,7 +802,9 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       ps->successes = ps->failures = 0;
       if (ps->spec) ps->next = now + std::chrono::seconds(ps->spec->initial_delay_s);
     }
-    if (!init && !r.readiness.spec) r.ready = true;
+    // Without a readiness probe a container is Ready once started: at once,
+    // or when its startup probe has passed.
+    if (!init && !r.readiness.spec && r.started) r.ready = true;
     auto st = podman_.Inspect(runtime_name);
     if (st.ok() && st->pid > 0) r.pidfd = pidfd_open(st->pid);
   };

@@ -219,8 +219,10 @@ Status UpgradeController::Apply(const up::NodeAction& action, const Json& node,
                         " on node " + name);
     }
   }
+  std::vector<std::string> evicted;
   for (const up::PodRef& pod : action.evict) {
     Status s = client_.Evict(pod.ns, pod.name);
+    if (s.ok()) evicted.push_back(pod.ns + "/" + pod.name);
     if (s.ok() || kube::IsNotFound(s)) continue;
     if (IsHttp(s, 429)) {
       // A PodDisruptionBudget says not now: the next pass asks again.
@@ -236,6 +238,10 @@ Status UpgradeController::Apply(const up::NodeAction& action, const Json& node,
     events = {{true, "Driver upgrade: " + std::string(up::StateName(*state)) + ": evicting " +
                          pod.ns + "/" + pod.name + " failed: " + s.message()}};
     break;
+  }
+  if (!evicted.empty()) {
+    events.push_back({false, "Driver upgrade: evicted GPU pod(s) " + Join(evicted, ", ") +
+                                 " for the driver upgrade"});
   }
 
   Json labels = Json::object();

@@ -23,3 +23,17 @@ wait_emulator() {
   done
   return 1
 }
+
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND every half second until it
+# succeeds; after SECONDS, calls the script's `fail "timed out ..."` and
+# returns 1.
+wait_until() {
+  local secs=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((secs * 2))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  fail "timed out ($secs s) waiting for $what"
+  return 1
+}

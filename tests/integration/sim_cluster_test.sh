@@ -67,17 +67,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND until it succeeds.
-wait_for() {
-  local secs=$1 what=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 2))); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  fail "timed out ($secs s) waiting for $what"
-  return 1
-}
 
 echo "--- image"
 "$src_dir/scripts/build-image.sh" "$build_dir"
@@ -125,15 +114,15 @@ k apply -f "$dir/ns.yaml" >/dev/null
 GPUOP_IMAGE="ghcr.io/gpuop/gpuop:$version" OPERATOR_NAMESPACE=gpu-operator GPUOP_VALIDATION_TAINT=true \
   "$gpuop" operator --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 op_pid=$!
-wait_for 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
+wait_until 60 "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
 k apply -f "$src_dir/deploy/samples/clusterpolicy-host-driver.yaml" >/dev/null
 ready_check="$(dirname "$0")/sim_cluster_ready.py"
-wait_for 240 "the stack ready on both GPU nodes" python3 "$ready_check" || python3 "$ready_check" || true
+wait_until 240 "the stack ready on both GPU nodes" python3 "$ready_check" || python3 "$ready_check" || true
 k get pods -n gpu-operator -o wide
 
 echo "--- what the stack made of the nodes"
 for n in dgx-h100 l40s-4; do
-  wait_for 60 "$n validated and untainted" bash -c "! kubectl get node $n -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+  wait_until 60 "$n validated and untainted" bash -c "! kubectl get node $n -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
 done
 alloc() { k get node "$1" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
 [[ $(alloc dgx-h100) == 8 ]] || fail "dgx-h100 allocatable nvidia.com/gpu: $(alloc dgx-h100)"
@@ -179,7 +168,7 @@ EOF
 sed -i 's|command: \[sh-less, placeholder\]|command: [gpuop, nvml, list]|' "$dir/pods.yaml"
 k apply -f "$dir/pods.yaml" >/dev/null
 phase() { k get pod "$1" -o jsonpath='{.status.phase}'; }
-wait_for 90 "two-gpus ran" bash -c "kubectl logs two-gpus | grep -q '^GPU '"
+wait_until 90 "two-gpus ran" bash -c "kubectl logs two-gpus | grep -q '^GPU '"
 k logs two-gpus > "$dir/two.log" || fail "kubectl logs two-gpus"
 [[ $(grep -c '^GPU ' "$dir/two.log") == 2 ]] || fail "the pod must see exactly 2 GPUs: $(cat "$dir/two.log")"
 # The exporter attributes exactly those GPUs to the pod (pod-resources API).
@@ -188,7 +177,7 @@ attributed() {
     sed 's/.*UUID="\([^"]*\)".*/\1/' | sort | tr '\n' ' '
 }
 want=$(grep -o 'GPU-[0-9a-f-]*' "$dir/two.log" | sort | tr '\n' ' ')
-wait_for 60 "the exporter attributing the pod's 2 GPUs" bash -c "[[ \"\$(curl -sf http://$h100_ip:9400/metrics | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep -c 'pod=\"two-gpus\"')\" == 2 ]]"
+wait_until 60 "the exporter attributing the pod's 2 GPUs" bash -c "[[ \"\$(curl -sf http://$h100_ip:9400/metrics | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep -c 'pod=\"two-gpus\"')\" == 2 ]]"
 [[ "$(attributed)" == "$want" ]] || fail "exporter attribution: $(attributed) != $want"
 msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
 [[ "$msg" == *"Insufficient nvidia.com/gpu"* ]] || fail "nine-gpus: $msg"
@@ -196,8 +185,8 @@ msg=$(k get pod nine-gpus -o jsonpath='{.status.conditions[?(@.type=="PodSchedul
 
 echo "--- the driver lost on a node, and back (the validator's readiness)"
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver unload >/dev/null
-wait_for 90 "ClusterPolicy notReady naming l40s-4 and the driver" bash -c "kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state} {.status.conditions[?(@.type==\"Ready\")].message}' | grep -q 'notReady.*node l40s-4: driver validation'"
-wait_for 60 "l40s-4 tainted gpuop.io/validation-pending" bash -c "kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+wait_until 90 "ClusterPolicy notReady naming l40s-4 and the driver" bash -c "kubectl get clusterpolicy cluster-policy -o jsonpath='{.status.state} {.status.conditions[?(@.type==\"Ready\")].message}' | grep -q 'notReady.*node l40s-4: driver validation'"
+wait_until 60 "l40s-4 tainted gpuop.io/validation-pending" bash -c "kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
 cat > "$dir/one.yaml" <<EOF
 apiVersion: v1
 kind: Pod
@@ -209,11 +198,11 @@ spec:
   - {name: main, image: "ghcr.io/gpuop/gpuop:$version", command: [gpuop, nvml, list], resources: {limits: {nvidia.com/gpu: 1}}}
 EOF
 k apply -f "$dir/one.yaml" >/dev/null
-wait_for 60 "a GPU pod kept off the tainted node" bash -c "kubectl get pod one-gpu-l40s -o jsonpath='{.status.conditions[?(@.type==\"PodScheduled\")].message}' | grep -q 'untolerated taint'"
+wait_until 60 "a GPU pod kept off the tainted node" bash -c "kubectl get pod one-gpu-l40s -o jsonpath='{.status.conditions[?(@.type==\"PodScheduled\")].message}' | grep -q 'untolerated taint'"
 "$gpuop" sim cluster exec --dir "$dir" --node l40s-4 -- "$gpuop" sim driver load >/dev/null
-wait_for 90 "ClusterPolicy ready again" python3 "$ready_check"
-wait_for 60 "l40s-4 untainted again" bash -c "! kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
-wait_for 90 "the GPU pod ran on l40s-4 once validated" bash -c "[[ \$(kubectl get pod one-gpu-l40s -o jsonpath='{.status.phase}') == Succeeded ]]"
+wait_until 90 "ClusterPolicy ready again" python3 "$ready_check"
+wait_until 60 "l40s-4 untainted again" bash -c "! kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
+wait_until 90 "the GPU pod ran on l40s-4 once validated" bash -c "[[ \$(kubectl get pod one-gpu-l40s -o jsonpath='{.status.phase}') == Succeeded ]]"
 
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.
@@ -223,15 +212,15 @@ podman kill "$dp" >/dev/null
 restarts() { k get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'; }
 # Restarted and Ready (its readiness probe: serving, health monitor on), so
 # the XID below is not lost in the gap before its NVML event set exists.
-wait_for 60 "device plugin restarted and Ready" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount} {.items[0].status.containerStatuses[0].ready}') == [1-9]*' true' ]]"
-wait_for 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
+wait_until 60 "device plugin restarted and Ready" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount} {.items[0].status.containerStatuses[0].ready}') == [1-9]*' true' ]]"
+wait_until 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
 # A toolkit pod deleted: the DaemonSet makes another.
 tk=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o name)
 k delete -n gpu-operator "$tk" --wait=false >/dev/null
-wait_for 90 "toolkit pod recreated" bash -c "p=\$(kubectl get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o jsonpath='{.items[*].metadata.name}'); [[ -n \$p && ${tk#pod/} != \$p ]]"
+wait_until 90 "toolkit pod recreated" bash -c "p=\$(kubectl get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o jsonpath='{.items[*].metadata.name}'); [[ -n \$p && ${tk#pod/} != \$p ]]"
 # XID 79 on one GPU: allocatable drops by one.
 "$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" sim gpu inject --gpu 3 --xid 79 >/dev/null
-wait_for 60 "allocatable 7 after XID 79" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 7 ]]"
+wait_until 60 "allocatable 7 after XID 79" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 7 ]]"
 # A missing hostPath Directory and an unknown image fail as a kubelet fails them.
 cat > "$dir/bad.yaml" <<EOF
 apiVersion: apps/v1
@@ -285,10 +274,10 @@ spec:
       valueFrom: {configMapKeyRef: {name: settings, key: absent}}
 EOF
 k apply -f "$dir/bad.yaml" >/dev/null
-wait_for 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
-wait_for 60 "a container that exits at once seen to finish" bash -c "[[ \$(kubectl get pod quick-exit -o jsonpath='{.status.phase}') == Succeeded ]]"
-wait_for 60 "CreateContainerConfigError" bash -c "kubectl get pod bad-config -o jsonpath='{.status.containerStatuses[0].state.waiting.message}' | grep -q \"couldn't find key absent in ConfigMap default/settings\""
-wait_for 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
+wait_until 60 "FailedMount event" bash -c "kubectl get events -n default --field-selector reason=FailedMount -o jsonpath='{.items[*].message}' | grep -q 'hostPath type check failed: /no/such/dir is not a directory'"
+wait_until 60 "a container that exits at once seen to finish" bash -c "[[ \$(kubectl get pod quick-exit -o jsonpath='{.status.phase}') == Succeeded ]]"
+wait_until 60 "CreateContainerConfigError" bash -c "kubectl get pod bad-config -o jsonpath='{.status.containerStatuses[0].state.waiting.message}' | grep -q \"couldn't find key absent in ConfigMap default/settings\""
+wait_until 60 "ErrImagePull" bash -c "kubectl get pod bad-image -o jsonpath='{.status.containerStatuses[0].state.waiting.reason}' | grep -Eq 'ErrImagePull|ImagePullBackOff'"
 
 # Nothing of gpuop's left: nodes as before install, no runtime handler, no
 # CDI spec, no gpuop object in the namespace.
@@ -328,12 +317,12 @@ helm install gpu-operator "$chart" --namespace gpu-operator --create-namespace \
   --set driver.version=535.129.03 --set toolkit.enabled=true \
   --set dcgmExporter.enabled=true --set migManager.enabled=true >"$dir/helm.log" 2>&1 ||
   fail "helm install: $(cat "$dir/helm.log")"
-wait_for 120 "the operator Deployment available" bash -c "[[ \$(kubectl get deploy gpu-operator -n gpu-operator -o jsonpath='{.status.availableReplicas}') == 1 ]]"
+wait_until 120 "the operator Deployment available" bash -c "[[ \$(kubectl get deploy gpu-operator -n gpu-operator -o jsonpath='{.status.availableReplicas}') == 1 ]]"
 [[ $(k get deploy gpu-operator -n gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}') == "ghcr.io/gpuop/gpuop:$version" ]] ||
   fail "the operator runs $(k get deploy gpu-operator -n gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}')"
 [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 535.129.03 ]] ||
   fail "ClusterPolicy driver.version: $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}')"
-wait_for 120 "the in-cluster operator rendering the driver DaemonSet" bash -c "kubectl get ds -n gpu-operator -o jsonpath='{.items[*].spec.template.spec.containers[*].image}' | grep -q 'driver:535.129.03'"
+wait_until 120 "the in-cluster operator rendering the driver DaemonSet" bash -c "kubectl get ds -n gpu-operator -o jsonpath='{.items[*].spec.template.spec.containers[*].image}' | grep -q 'driver:535.129.03'"
 
 echo "--- helm upgrade: a host driver; the hook upgrades a stale CRD"
 # An older CRD, as an older chart left it: the pre-upgrade hook Job
@@ -343,7 +332,7 @@ helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
   --set driver.enabled=false >"$dir/helm.log" 2>&1 || fail "helm upgrade: $(cat "$dir/helm.log")"
 [[ $(k get crd clusterpolicies.nvidia.com -o jsonpath='{.metadata.annotations.gpuop\.io/crd-version}') != 0 ]] ||
   fail "the pre-upgrade hook did not upgrade the CRD"
-wait_for 240 "the stack ready under the Helm-installed operator" python3 "$ready_check" || python3 "$ready_check" || true
+wait_until 240 "the stack ready under the Helm-installed operator" python3 "$ready_check" || python3 "$ready_check" || true
 helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
   --set driver.version=550.127.05 >"$dir/helm.log" 2>&1 || fail "helm upgrade: $(cat "$dir/helm.log")"
 [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 550.127.05 ]] ||
@@ -352,7 +341,7 @@ helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
 echo "--- helm uninstall"
 helm uninstall gpu-operator --namespace gpu-operator --wait --timeout 5m >"$dir/helm.log" 2>&1 ||
   fail "helm uninstall: $(cat "$dir/helm.log")"
-wait_for 60 "the operator gone" bash -c "[[ -z \$(kubectl get pods -n gpu-operator -o name) ]]"
+wait_until 60 "the operator gone" bash -c "[[ -z \$(kubectl get pods -n gpu-operator -o name) ]]"
 check_clean "helm uninstall"
 [[ -z $(helm list -n gpu-operator -q) ]] || fail "helm still lists a release"
 
