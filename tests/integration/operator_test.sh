@@ -148,6 +148,32 @@ img=$(k -n gpu-operator get ds nvidia-device-plugin-daemonset -o jsonpath='{.spe
 drv=$(k -n gpu-operator get ds nvidia-driver-daemonset-ubuntu22.04 -o jsonpath='{.spec.template.spec.containers[0].image}')
 [[ "$drv" == nvcr.io/nvidia/driver:595.91.07-ubuntu22.04 ]] || fail "driver image: $drv"
 k -n gpu-operator get ds nvidia-node-status-exporter >/dev/null 2>&1 && fail "node-status-exporter is off by default"
+# Every gpuop command the operator rendered is one this binary has (a pod
+# running an unknown subcommand exits 2 and crash-loops; issue 26, bug 1):
+# its subcommand path (the leading words, global flags skipped) is what
+# `gpuop PATH --help` describes.
+k -n gpu-operator get ds -o json | python3 -c '
+import json, sys
+global_flags = {"--host-root", "--log-level", "--log-format", "--nvml-lib"}
+for ds in json.load(sys.stdin)["items"]:
+    spec = ds["spec"]["template"]["spec"]
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        argv = (c.get("command") or [])[:1] and c["command"] + c.get("args", [])
+        if not argv or argv[0] != "gpuop":
+            continue
+        words, i = [], 1
+        while i < len(argv):
+            if argv[i] in global_flags: i += 2; continue
+            if argv[i].startswith("-"): break
+            words.append(argv[i]); i += 1
+        print(ds["metadata"]["name"] + "/" + c["name"] + "\t" + " ".join(words))
+' > "$tmp/gpuop-commands.tsv"
+[[ $(wc -l < "$tmp/gpuop-commands.tsv") -ge 8 ]] || fail "too few gpuop commands rendered: $(cat "$tmp/gpuop-commands.tsv")"
+while IFS=$'\t' read -r where path; do
+  # shellcheck disable=SC2086  # the path is words
+  "$gpuop" $path --help 2>&1 | grep -q "^Usage: gpuop $path " ||
+    fail "$where runs 'gpuop $path', which this gpuop does not have"
+done < "$tmp/gpuop-commands.tsv"
 
 # No node carries NFD's annotations: gpuop finds GPU nodes itself. Its
 # node-discovery DaemonSet runs everywhere; gfd labels its node directly.
