@@ -54,6 +54,7 @@ op_pid=""
 cleanup() {
   if ((failures > 0)); then
     echo "--- cluster log (last 40 lines)" >&2; tail -40 "$dir/cluster.log" >&2 || true
+    grep -A 30 "ERROR: AddressSanitizer" "$dir/cluster.log" >&2 || true
     echo "--- operator log (last 30 lines)" >&2; tail -30 "$dir/operator.log" >&2 || true
     k get pods -A -o wide >&2 || true
     echo "--- device plugin on dgx-h100 (last 20 lines)" >&2
