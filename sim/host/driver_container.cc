@@ -41,6 +41,39 @@ Status ClearDir(const std::string& dir) {
   return Status::Ok();
 }
 
+// Copies the tree at `from` into `to`, each file and link written under a
+// temporary name and renamed into place: a consumer that polls for
+// libnvidia-ml.so.1 never dlopens a half-written file, and one that has it
+// mapped keeps its copy (an in-place overwrite would truncate it under the
+// mapping and kill that process with SIGBUS).
+Status InstallTree(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  GPUOP_RETURN_IF_ERROR(MakeDirs(to));
+  for (auto it = fs::recursive_directory_iterator(from, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    const fs::path rel = fs::relative(it->path(), from, ec);
+    if (ec) break;
+    const fs::path dst = fs::path(to) / rel;
+    const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".installing");
+    const fs::file_status st = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_directory(st)) {
+      GPUOP_RETURN_IF_ERROR(MakeDirs(dst.string()));
+      continue;
+    }
+    fs::remove(tmp, ec);
+    if (fs::is_symlink(st)) {
+      fs::create_symlink(fs::read_symlink(it->path(), ec), tmp, ec);
+    } else {
+      fs::copy_file(it->path(), tmp, ec);
+    }
+    if (!ec) fs::rename(tmp, dst, ec);
+    if (ec) return Internal("installing " + dst.string() + ": " + ec.message());
+  }
+  if (ec) return Internal("copying " + from + " to " + to + ": " + ec.message());
+  return Status::Ok();
+}
+
 // The driver root's /dev: the real container's root is bind-mounted there
 // whole, its /dev (the node's, privileged) included, and consumers told to
 // use the driver root for device nodes look there.
@@ -115,15 +148,7 @@ Status StartDriver(const DriverContainerOptions& o, StateStore& store,
     }
   }
   // The driver root: the installation, where consumers look for it.
-  std::error_code ec;
-  fs::copy(o.driver_tree, DriverRoot(o),
-           fs::copy_options::recursive | fs::copy_options::copy_symlinks |
-               fs::copy_options::overwrite_existing,
-           ec);
-  if (ec) {
-    return Internal("setting up the driver root " + DriverRoot(o) + " from " + o.driver_tree +
-                    ": " + ec.message());
-  }
+  GPUOP_RETURN_IF_ERROR(InstallTree(o.driver_tree, DriverRoot(o)));
   GPUOP_RETURN_IF_ERROR(MirrorDeviceNodes(o.dev_dir, DriverRoot(o) + "/dev"));
   if (!same) GPUOP_RETURN_IF_ERROR(LoadDriver(store, o.version));
   if (!o.config_digest.empty()) {

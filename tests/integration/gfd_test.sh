@@ -82,7 +82,9 @@ wait_for() { # DESCRIPTION COMMAND...: polls for 20 s
 wait_for "the NVML-not-ready log line" grep -q "NVML is not ready" "$log"
 [[ ! -e "$features" ]] || die "a features file without NVML"
 mkdir -p "$(dirname "$lib")"
-cp "$sim" "$lib"
+# Installed as a package manager does, by rename: gfd polls every 100 ms and
+# must never dlopen a half-copied library (that is a SIGBUS, not a gfd bug).
+cp "$sim" "$lib.tmp" && mv "$lib.tmp" "$lib"
 wait_for "the features file once NVML loads" test -s "$features"
 grep -qx 'nvidia.com/gpu.count=8' "$features" || die "no gpu.count=8 in $(cat "$features")"
 # SIGHUP: everything read and written again (a removed file comes back).

@@ -4,6 +4,7 @@
 #include "sim/host/driver_container.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -109,6 +110,33 @@ TEST_F(DriverContainerTest, SameVersionAndDigestKeepTheLoadedDriver) {
   ASSERT_TRUE(StartDriver(options_, *store_, *kernel_).ok());
   EXPECT_EQ(GisOnGpu0(), 0u);
   EXPECT_EQ(ReadFile(options_.run_dir + "/nvidia-driver.state").value_or(""), "digest-2\n");
+}
+
+// A restart with the same digest installs the user space again while the
+// node's operands have libnvidia-ml mapped: each file must be replaced by a
+// rename (the open copy keeps its bytes), never truncated in place, which
+// would kill those processes with SIGBUS.
+TEST_F(DriverContainerTest, ReinstallReplacesFilesAMappedCopyKeeps) {
+  UnloadPreinstalled();
+  ASSERT_TRUE(StartDriver(options_, *store_, *kernel_).ok());
+  ASSERT_TRUE(WriteFileAtomic(options_.driver_tree + kLibInTree, "ELF, rebuilt").ok());
+  int fd = ::open((Root() + kLibInTree).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  struct stat before {};
+  ASSERT_EQ(::fstat(fd, &before), 0);
+
+  ASSERT_TRUE(StartDriver(options_, *store_, *kernel_).ok());
+  char buf[16] = {};
+  ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
+  ::close(fd);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "ELF");
+  struct stat after {};
+  ASSERT_EQ(::stat((Root() + kLibInTree).c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+  EXPECT_EQ(ReadFile(Root() + kLibInTree).value_or(""), "ELF, rebuilt");
+  for (const auto& e : fs::recursive_directory_iterator(Root())) {
+    EXPECT_EQ(e.path().filename().string().find(".installing"), std::string::npos) << e.path();
+  }
 }
 
 TEST_F(DriverContainerTest, ReloadWithoutADigestForgetsTheOldOne) {
