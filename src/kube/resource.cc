@@ -52,6 +52,11 @@ const Resource kCustomResourceDefinitions{"apiextensions.k8s.io", "v1", "customr
                                           "CustomResourceDefinition", false};
 const Resource kNodeFeatures{"nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "NodeFeature", true};
 const Resource kClusterPolicies{"nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", false};
+const Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false};
+const Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false};
+const Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true};
+const Resource kResourceClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates",
+                                       "ResourceClaimTemplate", true};
 }  // namespace resources
 
 std::string UrlEncode(std::string_view s) {

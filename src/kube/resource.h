@@ -47,6 +47,11 @@ extern const Resource kClusterRoleBindings;
 extern const Resource kCustomResourceDefinitions;
 extern const Resource kNodeFeatures;     // nfd.k8s-sigs.io/v1alpha1
 extern const Resource kClusterPolicies;  // nvidia.com/v1
+// resource.k8s.io/v1 (DRA)
+extern const Resource kDeviceClasses;
+extern const Resource kResourceSlices;
+extern const Resource kResourceClaims;
+extern const Resource kResourceClaimTemplates;
 }  // namespace resources
 
 // Percent-encodes a query parameter value (selectors carry '=', ',', '!').
