@@ -30,6 +30,10 @@ ComponentInfo Info(Component c) {
     case Component::kDevicePlugin:
       return {"device-plugin", "devicePlugin", "nvidia-device-plugin-daemonset", "device-plugin",
               true};
+    case Component::kDraDriver:
+      // The app label k8s-driver-manager looks for (it drains the DRA
+      // plugin before a driver reload).
+      return {"dra-driver", "draDriver", "nvidia-dra-driver-kubelet-plugin", "dra-plugin", false};
     case Component::kDcgmExporter:
       return {"dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter", "exporter", true};
     case Component::kGpuFeatureDiscovery:
@@ -163,6 +167,8 @@ NvidiaImage NvidiaImageOf(Component c) {
       return {"nvcr.io/nvidia/k8s", "dcgm-exporter"};
     case Component::kMigManager:
       return {"nvcr.io/nvidia/cloud-native", "k8s-mig-manager"};
+    case Component::kDraDriver:
+      return {"nvcr.io/nvidia", "dra-driver-nvidia-gpu"};
     case Component::kDriver:
       break;
   }
@@ -282,6 +288,13 @@ Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env) {
   for (Component c : kAllComponents) {
     GPUOP_ASSIGN_OR_RETURN(ComponentSpec cs, ParseComponent(c, spec, env));
     p.components.push_back(std::move(cs));
+  }
+  for (ComponentSpec& cs : p.components) {
+    if (cs.component == Component::kDevicePlugin && cs.enabled &&
+        BoolField(Field(spec, "draDriver"), "enabled", false)) {
+      cs.enabled = false;
+      p.dra_replaces_device_plugin = true;
+    }
   }
 
   const Json& ds = Field(spec, "daemonsets");

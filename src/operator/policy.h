@@ -35,15 +35,16 @@ enum class Component {
   kContainerToolkit,
   kOperatorValidator,
   kDevicePlugin,
+  kDraDriver,
   kDcgmExporter,
   kGpuFeatureDiscovery,
   kMigManager,
   kNodeStatusExporter,
 };
 inline constexpr Component kAllComponents[] = {
-    Component::kDriver,       Component::kContainerToolkit,   Component::kOperatorValidator,
-    Component::kDevicePlugin, Component::kDcgmExporter,       Component::kGpuFeatureDiscovery,
-    Component::kMigManager,   Component::kNodeStatusExporter,
+    Component::kDriver,         Component::kContainerToolkit, Component::kOperatorValidator,
+    Component::kDevicePlugin,   Component::kDraDriver,        Component::kDcgmExporter,
+    Component::kGpuFeatureDiscovery, Component::kMigManager,  Component::kNodeStatusExporter,
 };
 
 // "device-plugin": the status name and the suffix of nvidia.com/gpu.deploy.<name>.
@@ -113,6 +114,11 @@ struct Policy {
   std::string mig_manager_config_name = "default-mig-parted-config";
   std::string mig_manager_config_default = "all-disabled";
   std::string dcgm_exporter_config_name;  // ConfigMap with the counters CSV; "" built-in
+  // draDriver.enabled (gpuop's key; NVIDIA has DRA only in its GPUCluster):
+  // GPUs are allocated through DRA, so the device plugin is not deployed
+  // even when devicePlugin.enabled says so (a GPU advertised both ways would
+  // be handed out twice). docs/dra.md.
+  bool dra_replaces_device_plugin = false;
   upgrade::UpgradePolicy driver_upgrade;  // spec.driver.upgradePolicy
   // spec paths set by the user that gpuop accepts but does not act on.
   std::vector<std::string> ignored_fields;

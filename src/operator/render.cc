@@ -137,6 +137,15 @@ Rbac RbacFor(Component c) {
     case Component::kDevicePlugin:
       // Its node's device-plugin.config label; the named configs.
       return {.cluster = {{"", {"nodes"}, kRead}}, .namespaced = {{"", {"configmaps"}, kRead}}};
+    case Component::kDraDriver:
+      // The claims it prepares (any namespace); its node's ResourceSlices,
+      // owned by its Node.
+      return {.cluster = {{"resource.k8s.io", {"resourceclaims"}, {"get"}},
+                          {"resource.k8s.io",
+                           {"resourceslices"},
+                           {"get", "list", "watch", "create", "update", "delete"}},
+                          {"", {"nodes"}, {"get"}}},
+              .namespaced = {}};
     case Component::kGpuFeatureDiscovery:
       return {.cluster = {{"", {"nodes"}, kReadPatch}},
               .namespaced = {{"nfd.k8s-sigs.io",
@@ -774,6 +783,56 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
                                        DeploySelector(Component::kDevicePlugin), std::move(pod))));
 }
 
+// The DeviceClasses NVIDIA's DRA driver installs, with its selectors, so
+// claims written for it select the same devices (facts/dra.md §4.2).
+// extendedResourceName (KEP-5004, alpha in 1.35) is left out.
+Json DeviceClassObject(const RenderInput& in, const std::string& name, const std::string& type) {
+  const std::string cel = std::string("device.driver == '") + kDraDriverName +
+                          "' && device.attributes['" + kDraDriverName + "'].type == '" + type +
+                          "'";
+  return Json{
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "DeviceClass"},
+      {"metadata", Metadata(in, ComponentName(Component::kDraDriver), name, false)},
+      {"spec", {{"selectors", Json::array({Json{{"cel", {{"expression", cel}}}}})}}}};
+}
+
+void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
+  const Policy& p = in.policy;
+  const ComponentSpec& spec = p.Get(Component::kDraDriver);
+  out.push_back(Finish(resources::kDeviceClasses, DeviceClassObject(in, "gpu.nvidia.com", "gpu")));
+  out.push_back(Finish(resources::kDeviceClasses, DeviceClassObject(in, "mig.nvidia.com", "mig")));
+
+  Json pod = BasePodSpec(in, spec, true);
+  Json& vols = pod["volumes"];
+  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+                          EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
+                          EnvValue("CDI_ROOT", "/var/run/cdi")});
+  constexpr int kHealthPort = 51516;  // NVIDIA's chart's GPU plugin health port
+  Json ctr = GpuopContainer("gpus", spec,
+                            {"dra-plugin", "--health-addr", ":" + std::to_string(kHealthPort)},
+                            env, false, true);
+  // /healthz fails while the kubelet has not registered the plugin or a
+  // prepare would fail, so a wedged plugin is restarted.
+  ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
+                          {"initialDelaySeconds", 10},
+                          {"periodSeconds", 30},
+                          {"failureThreshold", 3}};
+  ctr["readinessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
+                           {"periodSeconds", 5}};
+  // The driver's files and device nodes for the per-claim CDI specs.
+  AddHostMount(vols, ctr, HostRoot(p));
+  AddHostMount(vols, ctr, Kubelet(p, "plugins", "plugins", false));
+  AddHostMount(vols, ctr, Kubelet(p, "plugins-registry", "plugins_registry", false));
+  AddHostMount(vols, ctr, Cdi(false));
+  AddHostMount(vols, ctr, HostSys());
+  pod["containers"].push_back(std::move(ctr));
+  out.push_back(Finish(resources::kDaemonSets,
+                       DaemonSetObject(in, Component::kDraDriver,
+                                       ComponentDaemonSetName(Component::kDraDriver),
+                                       DeploySelector(Component::kDraDriver), std::move(pod))));
+}
+
 void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out) {
   const Policy& p = in.policy;
   const ComponentSpec& spec = p.Get(Component::kDcgmExporter);
@@ -942,7 +1001,8 @@ const std::vector<kube::Resource>& RenderedResourceTypes() {
   static const std::vector<kube::Resource> kTypes = {
       resources::kServiceAccounts, resources::kClusterRoles, resources::kClusterRoleBindings,
       resources::kRoles,           resources::kRoleBindings, resources::kConfigMaps,
-      resources::kServices,        resources::kDaemonSets,   RuntimeClassResource()};
+      resources::kServices,        resources::kDaemonSets,   RuntimeClassResource(),
+      resources::kDeviceClasses};
   return kTypes;
 }
 
@@ -962,6 +1022,9 @@ std::vector<RenderedObject> RenderComponent(Component c, const RenderInput& in) 
       break;
     case Component::kDevicePlugin:
       RenderDevicePlugin(in, out);
+      break;
+    case Component::kDraDriver:
+      RenderDraDriver(in, out);
       break;
     case Component::kDcgmExporter:
       RenderDcgmExporter(in, out);

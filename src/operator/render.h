@@ -39,7 +39,9 @@
 //                  runtime-config init container, per operator.defaultRuntime)
 //   device-plugins <kubeletRootDir>/device-plugins (device-plugin, rw)
 //   pod-resources  <kubeletRootDir>/pod-resources (dcgm-exporter, read-only)
-//                  Both kubelet directories are mounted at the default
+//   plugins, plugins-registry  <kubeletRootDir>/plugins and /plugins_registry
+//                  (dra-driver, rw: its DRA and registration sockets)
+//                  The kubelet directories are mounted at the default
 //                  /host/var/lib/kubelet/..., whatever kubeletRootDir is, so
 //                  no component needs to be told it.
 //   host-sys       /sys -> /host/sys, read-only (device-plugin: NUMA nodes;
@@ -94,6 +96,9 @@ inline constexpr const char* kOsVersionLabel =
     "feature.node.kubernetes.io/system-os_release.VERSION_ID";
 // Where gpuop's containers see the host (--host-root).
 inline constexpr const char* kContainerHostRoot = "/host";
+// The DRA driver name gpuop's dra-plugin publishes and its DeviceClasses
+// select (NVIDIA's; the plugin's own constant is dra::kDriverName).
+inline constexpr const char* kDraDriverName = "gpu.nvidia.com";
 // The ConfigMap of MIG layouts the operator owns when migManager.config.name
 // is left at its default.
 inline constexpr const char* kDefaultMigConfigMap = "default-mig-parted-config";

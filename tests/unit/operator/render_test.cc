@@ -192,7 +192,7 @@ const simkube::SchemaSet& Schemas() {
     std::vector<Json> docs;
     for (const char* file :
          {"api_v1.json", "apis_apps_v1.json", "apis_rbac.authorization.k8s.io_v1.json",
-          "apis_node.k8s.io_v1.json"}) {
+          "apis_node.k8s.io_v1.json", "apis_resource.k8s.io_v1.json"}) {
       auto text = ReadFile(std::string(GPUOP_SOURCE_DIR) + "/api/openapi/1.35/" + file);
       if (!text.ok()) {
         ADD_FAILURE() << text.status().ToString();
@@ -392,6 +392,63 @@ TEST(RenderTest, EveryObjectValidatesAgainstTheKubernetesSchemas) {
     EXPECT_GE(all.size(), 40u);
     ExpectWellFormed(all, "gpu-operator");
   }
+}
+
+// draDriver.enabled: the GPUs are allocated through DRA. The plugin runs
+// unprivileged with the node's GPUs, its kubelet sockets and the CDI dir;
+// NVIDIA's DeviceClasses come with it; the device plugin (and the
+// validator's plugin check) go, so no GPU is advertised both ways.
+TEST(RenderTest, DraDriverReplacesTheDevicePlugin) {
+  Json cp = LoadSample("clusterpolicy.yaml");
+  cp["spec"]["draDriver"] = {{"enabled", true}};
+  Rendering r = Render(cp);
+  EXPECT_FALSE(r.policy.Enabled(Component::kDevicePlugin));
+  EXPECT_TRUE(r.policy.dra_replaces_device_plugin);
+  EXPECT_THAT(r.Of(Component::kDevicePlugin), IsEmpty());
+
+  std::vector<RenderedObject> dra = r.Of(Component::kDraDriver);
+  EXPECT_THAT(Describe(dra),
+              ElementsAre("ServiceAccount/nvidia-dra-driver-kubelet-plugin",
+                          "ClusterRole/gpuop-dra-driver", "ClusterRoleBinding/gpuop-dra-driver",
+                          "DeviceClass/gpu.nvidia.com", "DeviceClass/mig.nvidia.com",
+                          "DaemonSet/nvidia-dra-driver-kubelet-plugin"));
+  ExpectWellFormed(dra, "gpu-operator");
+  EXPECT_EQ(Find(dra, "DeviceClass/gpu.nvidia.com")["spec"]["selectors"][0]["cel"]["expression"],
+            "device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].type == 'gpu'");
+  EXPECT_EQ(Find(dra, "DeviceClass/mig.nvidia.com")["spec"]["selectors"][0]["cel"]["expression"],
+            "device.driver == 'gpu.nvidia.com' && "
+            "device.attributes['gpu.nvidia.com'].type == 'mig'");
+  const Json rules = Find(dra, "ClusterRole/gpuop-dra-driver")["rules"];
+  EXPECT_EQ(rules[0]["resources"], Json::array({"resourceclaims"}));
+  EXPECT_EQ(rules[0]["verbs"], Json::array({"get"}));
+
+  const Json ds = Find(dra, "DaemonSet/nvidia-dra-driver-kubelet-plugin");
+  EXPECT_EQ(PodSpec(ds)["nodeSelector"], (Json{{"nvidia.com/gpu.deploy.dra-driver", "true"}}));
+  EXPECT_EQ(PodSpec(ds)["runtimeClassName"], "nvidia");
+  EXPECT_THAT(PrivilegedContainers(ds), IsEmpty());
+  const Json& ctr = PodSpec(ds)["containers"][0];
+  EXPECT_EQ(ctr["command"], (Json{"gpuop", "--host-root", "/host", "dra-plugin", "--health-addr",
+                                  ":51516"}));
+  using Mounts = std::map<std::string, std::set<std::string>>;
+  EXPECT_EQ(HostMounts(ds), (Mounts{{"/", {"/host (ro)"}},
+                                    {"/var/lib/kubelet/plugins", {"/host/var/lib/kubelet/plugins (rw)"}},
+                                    {"/var/lib/kubelet/plugins_registry",
+                                     {"/host/var/lib/kubelet/plugins_registry (rw)"}},
+                                    {"/var/run/cdi", {"/host/var/run/cdi (rw)"}},
+                                    {"/sys", {"/host/sys (ro)"}}}));
+
+  // The validator no longer waits for nvidia.com/gpu in allocatable.
+  for (const Json& c : AllContainers(DaemonSets(r.Of(Component::kOperatorValidator))[0])) {
+    EXPECT_NE(c["name"], "plugin-validation");
+  }
+  // Nodes get the plugin's deploy label instead of the device plugin's.
+  LabelChanges changes = PlanNodeLabels(
+      {{"feature.node.kubernetes.io/pci-10de.present", "true"},
+       {"nvidia.com/gpu.deploy.device-plugin", "true"}},
+      &r.policy);
+  EXPECT_EQ(changes["nvidia.com/gpu.deploy.dra-driver"], std::optional<std::string>("true"));
+  EXPECT_EQ(changes.at("nvidia.com/gpu.deploy.device-plugin"), std::nullopt);
 }
 
 TEST(RenderTest, NodeDiscoveryWithoutNfd) {
@@ -648,6 +705,7 @@ TEST(RenderTest, PrivilegesAndRuntimeClassPerComponent) {
       {Component::kNodeStatusExporter, {}},
   };
   for (Component c : kAllComponents) {
+    if (c == Component::kDraDriver) continue;  // RenderTest.DraDriverReplacesTheDevicePlugin
     SCOPED_TRACE(ComponentName(c));
     std::vector<Json> sets = DaemonSets(h.Of(c));
     ASSERT_FALSE(sets.empty());
