@@ -39,4 +39,5 @@ function(gpuop_proto_library target)
   target_link_libraries(${target} PUBLIC PkgConfig::GRPCPP)
 endfunction()
 
-gpuop_proto_library(gpuop_kubelet_proto deviceplugin/v1beta1/api.proto podresources/v1/api.proto)
+gpuop_proto_library(gpuop_kubelet_proto deviceplugin/v1beta1/api.proto podresources/v1/api.proto
+                    dra/v1/api.proto dra/v1beta1/api.proto pluginregistration/v1/api.proto)
