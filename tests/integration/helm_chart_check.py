@@ -404,6 +404,9 @@ def check_rbac(objects, cleanup, namespace=NS):
                  ("rbac.authorization.k8s.io", "clusterrolebindings"),
                  ("node.k8s.io", "runtimeclasses")):
         needed += [("cluster", g, t, v) for v in ("list", "watch", "create", "patch", "delete")]
+    # NVIDIA's DeviceClasses, rendered with draDriver.enabled.
+    needed += [("cluster", "resource.k8s.io", "deviceclasses", v)
+               for v in ("list", "watch", "create", "patch", "delete")]
     needed += [("namespace", "coordination.k8s.io", "leases", v) for v in ("get", "create", "update")]
     needed += [("namespace", "", "pods", v) for v in ("list", "watch")]
     for scope, group, resource, verb in needed:
@@ -424,7 +427,7 @@ def check_rbac(objects, cleanup, namespace=NS):
     # Least privilege: nothing NVIDIA's ClusterRole has for stacks gpuop lacks.
     granted = {(g, res) for role in (cr, role) for g, res, _, _ in _rules(role)}
     for g, res in (("security.openshift.io", "securitycontextconstraints"),
-                   ("resource.k8s.io", "resourceslices"), ("", "secrets"),
+                   ("", "secrets"),
                    ("monitoring.coreos.com", "servicemonitors"), ("apps", "deployments")):
         if (g, res) in granted:
             fail("RBAC: %s/%s granted, which gpuop does not use" % (g or "core", res))
