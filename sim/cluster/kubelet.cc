@@ -28,6 +28,7 @@
 #include "kube/informer.h"
 #include "kube/resource.h"
 #include "sim/cluster/cdi_view.h"
+#include "sim/cluster/dra_manager.h"
 #include "sim/cluster/pod_spec.h"
 #include "sim/cluster/podman.h"
 #include "sim/kubelet/fake_kubelet.h"
@@ -293,6 +294,7 @@ class Kubelet::Impl {
   std::unique_ptr<kube::EventRecorder> events_;
   std::unique_ptr<sim::FakeKubelet> devices_;
   std::unique_ptr<sim::FakePodResources> pod_resources_;
+  std::unique_ptr<DraManager> dra_;
   std::unique_ptr<kube::Informer> pods_;
   std::jthread node_thread_;
   std::atomic<bool> stopping_{false};
@@ -350,6 +352,12 @@ Status Kubelet::Impl::Start() {
       sim::FakePodResources::Start(opt_.host_root + "/var/lib/kubelet/pod-resources/kubelet.sock");
   if (!pr.ok()) return pr.status().Annotate("the pod-resources socket of node " + opt_.node_name);
   pod_resources_ = std::move(pr).value();
+  const std::string registry = opt_.host_root + "/var/lib/kubelet/plugins_registry";
+  GPUOP_RETURN_IF_ERROR(MakeDirs(registry));
+  GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/lib/kubelet/plugins"));
+  auto dra = DraManager::Start({opt_.node_name, registry}, client_);
+  if (!dra.ok()) return dra.status().Annotate("the DRA manager of node " + opt_.node_name);
+  dra_ = std::move(dra).value();
 
   // Register the Node (a leftover object of the same name is taken over, as a
   // kubelet re-registering does).
@@ -554,6 +562,7 @@ Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::
 }
 
 void Kubelet::Impl::ReleaseDevices(const std::string& uid) {
+  if (dra_) dra_->ReleasePod(uid);
   {
     std::lock_guard l(mu_);
     assigned_.erase(uid);
@@ -658,6 +667,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   std::map<std::string, std::string> volumes;
   bool volumes_ready = false, sandbox_ready = false, admitted = false;
   std::map<std::string, deviceplugin::ContainerAllocation> allocations;
+  std::map<std::string, std::vector<std::string>> claim_devices;  // container → CDI ids (DRA)
+  std::string last_claims_error;
   std::string pod_failure_reason, pod_failure_message;
   std::string last_volume_error, last_sandbox_error;
   Json last_status;
@@ -717,6 +728,9 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           continue;
         p.mounts.push_back(Mount{it->path().string(), "/dev/" + n, false, ""});
       }
+    }
+    if (auto claimed = claim_devices.find(r.name); claimed != claim_devices.end()) {
+      p.cdi_devices.insert(p.cdi_devices.end(), claimed->second.begin(), claimed->second.end());
     }
     auto alloc = allocations.find(r.name);
     if (alloc != allocations.end()) {
@@ -999,8 +1013,23 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           obj_event(kube::EventType::kWarning, pod_failure_reason, pod_failure_message);
         } else {
           allocations = std::move(a).value();
-          admitted = true;
-          PublishPodResources();
+          // DRA: the pod's claims prepared by their drivers; until then the
+          // pod waits in ContainerCreating, retried (the kubelet's
+          // FailedPrepareDynamicResources).
+          auto claimed = dra_->PreparePod(pod);
+          if (!claimed.ok()) {
+            const std::string msg = "Failed to prepare dynamic resources: " +
+                                    claimed.status().message();
+            if (msg != last_claims_error) {
+              obj_event(kube::EventType::kWarning, "FailedPrepareDynamicResources", msg);
+            }
+            last_claims_error = msg;
+            next_retry = now + 2s;
+          } else {
+            claim_devices = std::move(claimed).value();
+            admitted = true;
+            PublishPodResources();
+          }
         }
       }
       // The sandbox: the runtime handler must exist.
@@ -1285,6 +1314,7 @@ void Kubelet::Impl::Stop() {
     for (const auto& n : *left) (void)podman_.Remove(n);
   }
   if (devices_) devices_->Stop();
+  dra_.reset();
   if (pod_resources_) pod_resources_->Stop();
   if (events_) events_.reset();
 }
