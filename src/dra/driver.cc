@@ -7,6 +7,8 @@
 
 #include "base/files.h"
 #include "base/log.h"
+#include "base/process.h"
+#include "base/strings.h"
 #include "dra/claim_cdi.h"
 #include "dra/names.h"
 #include "kube/resource.h"
@@ -32,6 +34,22 @@ std::string Holder(const std::string& uid, const CheckpointClaim& c) {
 }
 
 }  // namespace
+
+Status NvidiaSmiTimeSlicer::SetTimeSlice(const std::string& gpu_uuid, TimeSliceInterval interval) {
+  const std::vector<std::vector<std::string>> steps = {
+      {nvidia_smi_, "-i", gpu_uuid, "-c", "DEFAULT"},
+      {nvidia_smi_, "compute-policy", "-i", gpu_uuid, "--set-timeslice",
+       std::to_string(static_cast<int>(interval))}};
+  for (const auto& argv : steps) {
+    auto run = RunCommand(argv);
+    if (!run.ok()) return run.status().Annotate("running " + nvidia_smi_);
+    if (run->status != 0) {
+      return Unavailable(Join(argv, " ") + " exited with status " + std::to_string(run->status) +
+                         ": " + Excerpt(std::string(Trim(run->output)), 400));
+    }
+  }
+  return Status::Ok();
+}
 
 ClaimFetcher ApiClaimFetcher(kube::Client& client) {
   return [&client](const kubelet::DraClaim& claim) -> Result<Json> {
@@ -59,6 +77,11 @@ Driver::Driver(DriverOptions options, ClaimFetcher fetch, NodeDevicesSource devi
       time_slicer_(time_slicer),
       checkpoint_(options_.plugin_dir + "/checkpoint.json", options_.boot_id_path) {}
 
+Result<FileLock> Driver::LockPluginDir() const {
+  GPUOP_RETURN_IF_ERROR(MakeDirs(options_.plugin_dir));
+  return FileLock::Acquire(options_.plugin_dir + "/pu.lock", true);
+}
+
 std::string Driver::CdiSpecPath(const std::string& claim_uid) const {
   return options_.cdi_root + "/" + ClaimCdiFileName(claim_uid);
 }
@@ -82,7 +105,7 @@ std::map<std::string, kubelet::DraPrepareResult> Driver::Prepare(
   if (allocations.empty()) return out;
 
   std::lock_guard<std::mutex> lock(mu_);
-  auto file_lock = FileLock::Acquire(options_.plugin_dir + "/pu.lock", true);
+  auto file_lock = LockPluginDir();
   auto cp = file_lock.ok() ? checkpoint_.Load() : Result<Checkpoint>(file_lock.status());
   if (!cp.ok()) {
     for (const ClaimAllocation& a : allocations) out[a.uid].error = cp.status().message();
@@ -215,7 +238,7 @@ std::map<std::string, std::string> Driver::Unprepare(const std::vector<kubelet::
   std::map<std::string, std::string> out;
   if (claims.empty()) return out;
   std::lock_guard<std::mutex> lock(mu_);
-  auto file_lock = FileLock::Acquire(options_.plugin_dir + "/pu.lock", true);
+  auto file_lock = LockPluginDir();
   auto cp = file_lock.ok() ? checkpoint_.Load() : Result<Checkpoint>(file_lock.status());
   for (const kubelet::DraClaim& claim : claims) {
     out[claim.uid] = "";

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "base/files.h"
 #include "base/status.h"
 #include "dra/checkpoint.h"
 #include "dra/claims.h"
@@ -56,6 +57,20 @@ class TimeSlicer {
   virtual ~TimeSlicer() = default;
   // Sets whole GPU `gpu_uuid` to `interval`; Default resets it.
   virtual Status SetTimeSlice(const std::string& gpu_uuid, TimeSliceInterval interval) = 0;
+};
+
+// The real one: `nvidia-smi -i <uuid> -c DEFAULT`, then `nvidia-smi
+// compute-policy -i <uuid> --set-timeslice <0..3>`, as NVIDIA's driver does
+// (facts/dra.md §4.6). A non-zero exit is an error quoting nvidia-smi.
+class NvidiaSmiTimeSlicer final : public TimeSlicer {
+ public:
+  // `nvidia_smi`: the binary, a path or a name looked up in PATH.
+  explicit NvidiaSmiTimeSlicer(std::string nvidia_smi = "nvidia-smi")
+      : nvidia_smi_(std::move(nvidia_smi)) {}
+  Status SetTimeSlice(const std::string& gpu_uuid, TimeSliceInterval interval) override;
+
+ private:
+  std::string nvidia_smi_;
 };
 
 // The node's devices now: what NVML reports and what the CDI spec is built from.
@@ -107,6 +122,8 @@ class Driver final : public kubelet::DraDriver {
                                                     std::map<std::string, TimeSliceInterval>& ts,
                                                     std::vector<ResolvedDevice>& resolved) const;
   Status Undo(Checkpoint& cp, const std::string& uid);
+  // The cross-process lock, <plugin dir>/pu.lock (the directory is made).
+  Result<FileLock> LockPluginDir() const;
 
   const DriverOptions options_;
   const ClaimFetcher fetch_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -15,6 +16,8 @@
 #include "base/files.h"
 #include "dra/claim_cdi.h"
 #include "kube/resource.h"
+#include "sim/host/host_root.h"
+#include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
 #include "tests/testing/api_emulator.h"
 #include "tests/testing/sim_node.h"
@@ -406,6 +409,82 @@ TEST_F(DriverTest, ConcurrentCallsAreSerialised) {
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   EXPECT_EQ(LoadCheckpoint().claims.size(), claims.size());  // no write lost another's entry
   EXPECT_EQ(CdiFiles().size(), claims.size());
+}
+
+// The production adapters: NVML through the simulator and the CDI inputs
+// discovered on a simulated host root (real device nodes, libraries and
+// ld.so.cache), as `gpuop dra-plugin` wires them.
+TEST_F(DriverTest, NvmlAndHostRootAdapters) {
+  const char* ci = std::getenv("CI");
+  const bool in_ci = ci != nullptr && std::string(ci) == "true";
+  if (::geteuid() != 0) {
+    if (in_ci) FAIL() << "CI runs as root: device nodes must be real";
+    GTEST_SKIP() << "needs root for real device nodes (mknod)";
+  }
+  Boot("dgx-a100", {"1g.5gb", "1g.5gb"});
+  auto machine = sim::LoadMachine("dgx-a100", "driver-test");
+  ASSERT_TRUE(machine.ok()) << machine.status().ToString();
+  auto plan = sim::PlanHostRoot(*machine, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::string root = dir_.path() + "/host";
+  auto written = sim::WriteHostRoot(root, *plan);
+  if (!written.ok() && written.status().message().find("ldconfig") != std::string::npos && !in_ci) {
+    GTEST_SKIP() << written.status().message();
+  }
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+
+  DriverOptions o;
+  o.node_name = kNode;
+  o.plugin_dir = plugin_dir_;
+  o.cdi_root = cdi_root_;
+  o.boot_id_path = boot_id_;
+  o.cdi.hook_path = "/usr/local/nvidia/toolkit/gpuop";
+  o.cdi.driver_root = root;
+  o.cdi.dev_root = root;
+  Driver driver(o, ApiClaimFetcher(*api_.client),
+                NvmlNodeDevices(*nvml_, toolkit::CdiHostRoots{"/", root, root}), slicer_);
+  const std::string mig = MigDeviceName(gpus_[0], gpus_[0].mig_devices[0]);
+  auto claim = CreateClaim("pair", {Result("gpu", Gpu(1)), Result("mig", mig)}, {}, {"gpu", "mig"});
+  auto out = driver.Prepare({claim});
+  ASSERT_EQ(out[claim.uid].error, "");
+  ASSERT_EQ(out[claim.uid].devices.size(), 2u);
+  EXPECT_EQ(out[claim.uid].devices[1].request_names, std::vector<std::string>{"mig"});
+  cdi::Spec spec = ReadSpec(claim.uid);
+  ASSERT_EQ(spec.devices.size(), 2u);
+  for (const cdi::Device& d : spec.devices) {
+    for (const cdi::DeviceNode& n : d.edits.device_nodes) {
+      EXPECT_EQ(n.host_path, root + n.path);  // the node as the runtime on the host finds it
+      EXPECT_TRUE(n.major.has_value());
+    }
+  }
+  EXPECT_FALSE(spec.edits.mounts.empty());  // the driver's libraries, found on the host root
+  EXPECT_EQ(driver.Unprepare({claim})[claim.uid], "");
+  EXPECT_TRUE(CdiFiles().empty());
+}
+
+TEST(NvidiaSmiTimeSlicer, RunsNvidiaSmiAndReportsItsFailure) {
+  gpuop::testing::TempDir dir("dra-smi");
+  const std::string log = dir.path() + "/calls";
+  const std::string smi = dir.path() + "/nvidia-smi";
+  ASSERT_TRUE(
+      WriteFileAtomic(smi,
+                      "#!/bin/sh\necho \"$*\" >> " + log + "\n[ -e " + dir.path() +
+                          "/fail ] && { echo 'Insufficient Permissions'; exit 4; }\nexit 0\n",
+                      0755)
+          .ok());
+  NvidiaSmiTimeSlicer slicer(smi);
+  ASSERT_TRUE(slicer.SetTimeSlice("GPU-1234", TimeSliceInterval::kMedium).ok());
+  auto calls = ReadFile(log);
+  ASSERT_TRUE(calls.ok());
+  EXPECT_EQ(*calls, "-i GPU-1234 -c DEFAULT\ncompute-policy -i GPU-1234 --set-timeslice 2\n");
+
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/fail", "").ok());
+  Status s = slicer.SetTimeSlice("GPU-1234", TimeSliceInterval::kDefault);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("-i GPU-1234 -c DEFAULT exited with status 4: Insufficient "
+                             "Permissions"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace
