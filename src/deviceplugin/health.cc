@@ -116,12 +116,13 @@ std::vector<size_t> HealthTracker::UnitsOfGpu(unsigned gpu) const {
 }
 
 std::vector<HealthChange> HealthTracker::Raise(const std::vector<size_t>& units, FaultClass cls,
-                                               const std::string& reason) {
+                                               const std::string& reason,
+                                               std::optional<uint64_t> xid) {
   std::vector<HealthChange> changes;
   for (size_t i : units) {
     Unit& u = units_[i];
     if (u.faults.empty()) changes.push_back({u.uuid, false, reason});
-    u.faults.push_back({cls, reason});
+    u.faults.push_back({cls, reason, xid});
   }
   return changes;
 }
@@ -155,7 +156,7 @@ std::vector<HealthChange> HealthTracker::OnEvent(const nvml::Event& e) {
   if (!gpu) {
     std::vector<size_t> all(units_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    return Raise(all, cls, reason + " on unknown device " + e.uuid);
+    return Raise(all, cls, reason + " on unknown device " + e.uuid, xid);
   }
   std::vector<size_t> hit;
   if (e.gi_id && e.ci_id && cls != FaultClass::kLost) {
@@ -165,7 +166,7 @@ std::vector<HealthChange> HealthTracker::OnEvent(const nvml::Event& e) {
     }
   }
   if (hit.empty()) hit = UnitsOfGpu(*gpu);  // no MIG device matches: the whole GPU
-  return Raise(hit, cls, reason);
+  return Raise(hit, cls, reason, xid);
 }
 
 std::vector<HealthChange> HealthTracker::OnProbe(unsigned gpu, const nvml::GpuHealth& h) {
@@ -258,6 +259,16 @@ bool HealthTracker::Healthy(const std::string& unit) const {
 std::map<std::string, bool> HealthTracker::Snapshot() const {
   std::map<std::string, bool> out;
   for (const Unit& u : units_) out[u.uuid] = u.faults.empty();
+  return out;
+}
+
+std::map<std::string, OpenFault> HealthTracker::OpenFaults() const {
+  std::map<std::string, OpenFault> out;
+  for (const Unit& u : units_) {
+    if (u.faults.empty()) continue;
+    const Fault& f = u.faults.front();
+    out[u.uuid] = {f.cls, f.xid, f.reason};
+  }
   return out;
 }
 

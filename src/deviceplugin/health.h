@@ -90,6 +90,14 @@ struct HealthChange {
   bool operator==(const HealthChange&) const = default;
 };
 
+// The fault that made a unit unhealthy (its first open one).
+struct OpenFault {
+  FaultClass cls = FaultClass::kGpuReset;
+  std::optional<uint64_t> xid;  // set for XID and double-bit ECC (48) faults
+  std::string reason;
+  bool operator==(const OpenFault&) const = default;
+};
+
 // Turns events and probes into health changes. Recovery evidence, read by a
 // probe of the faulted GPU and kept per fault from the moment it was raised:
 //   - the GPU answers NVML and the driver posts no recovery action
@@ -136,11 +144,14 @@ class HealthTracker {
   bool Healthy(const std::string& unit) const;
   // Every unit and whether it is healthy.
   std::map<std::string, bool> Snapshot() const;
+  // The unhealthy units and why.
+  std::map<std::string, OpenFault> OpenFaults() const;
 
  private:
   struct Fault {
     FaultClass cls = FaultClass::kGpuReset;
     std::string reason;
+    std::optional<uint64_t> xid;
     bool saw_action = false;  // a recovery action was posted since
     bool saw_down = false;    // the GPU stopped answering since
     bool saw_dbe = false;     // the volatile DBE counter was non-zero since
@@ -156,7 +167,8 @@ class HealthTracker {
   };
 
   std::vector<HealthChange> Raise(const std::vector<size_t>& units, FaultClass cls,
-                                  const std::string& reason);
+                                  const std::string& reason,
+                                  std::optional<uint64_t> xid = std::nullopt);
   std::vector<size_t> UnitsOfGpu(unsigned gpu) const;
 
   HealthPolicy policy_;

@@ -52,6 +52,11 @@ std::map<std::string, bool> HealthMonitor::Snapshot() const {
   return tracker_.Snapshot();
 }
 
+std::map<std::string, OpenFault> HealthMonitor::OpenFaults() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tracker_.OpenFaults();
+}
+
 void HealthMonitor::OnDriverReloaded() {
   std::lock_guard<std::mutex> lock(mu_);
   tracker_.OnDriverReloaded();

@@ -58,6 +58,8 @@ class HealthMonitor {
 
   // Every unit and whether it is healthy now.
   std::map<std::string, bool> Snapshot() const;
+  // The unhealthy units and why.
+  std::map<std::string, OpenFault> OpenFaults() const;
 
   // NVML answers again after the driver was gone (a reload, which resets
   // every GPU): open faults clear at their GPU's next clean probe.

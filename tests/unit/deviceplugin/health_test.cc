@@ -124,6 +124,23 @@ TEST(DpHealthTrackerTest, IgnoredAndCorrectableEventsChangeNothing) {
   EXPECT_TRUE(t.Healthy("GPU-a"));
 }
 
+// What a DRA slice's taints are made from: the first open fault per unit,
+// with its XID when one raised it.
+TEST(DpHealthTrackerTest, OpenFaultsSayWhyAndWhichXid) {
+  HealthTracker t(Policy(), Gpus());
+  EXPECT_TRUE(t.OpenFaults().empty());
+  t.OnEvent(Xid(0, "GPU-a", 79));
+  t.OnEvent(Xid(0, "GPU-a", 48));
+  t.OnProbe(1, Silent());
+  auto faults = t.OpenFaults();
+  ASSERT_EQ(faults.size(), 4u);  // GPU-a; GPU-b and its two MIG devices
+  EXPECT_EQ(faults["GPU-a"].xid, std::optional<uint64_t>(79));
+  EXPECT_EQ(faults["GPU-a"].cls, FaultClass::kLost);
+  EXPECT_EQ(faults["MIG-1"].cls, FaultClass::kLost);
+  EXPECT_EQ(faults["MIG-1"].xid, std::nullopt);
+  EXPECT_NE(faults["MIG-1"].reason.find("GPU does not answer NVML"), std::string::npos);
+}
+
 TEST(DpHealthTrackerTest, ResetClassNeedsEvidenceOfAReset) {
   HealthTracker t(Policy(), Gpus());
   auto c = t.OnEvent(Xid(0, "GPU-a", 48));
