@@ -9,9 +9,98 @@
 #include "kube/object.h"
 
 namespace gpuop::simcluster {
+
+const kube::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim",
+                                     true};
+const kube::Resource kResourceClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates",
+                                             "ResourceClaimTemplate", true};
+const kube::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false};
+const kube::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice",
+                                     false};
+
 namespace {
 
 namespace res = kube::resources;
+
+constexpr std::string_view kPodClaimNameAnnotation = "resource.kubernetes.io/pod-claim-name";
+// Claim keys share the work queue with pod keys; ':' never occurs in a namespace.
+constexpr std::string_view kClaimKeyPrefix = "claim:";
+
+const Json& Array(const Json& v) {
+  static const Json kEmpty = Json::array();
+  return v.is_array() ? v : kEmpty;
+}
+
+const Json& PodClaimEntries(const Json& pod) {
+  return Array(Member(Member(pod, "spec"), "resourceClaims"));
+}
+
+std::string StrOf(const Json& obj, const char* key) {
+  const Json& v = Member(obj, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+const Json& Allocation(const Json& claim) { return Member(Member(claim, "status"), "allocation"); }
+
+const Json& ReservedFor(const Json& claim) {
+  return Array(Member(Member(claim, "status"), "reservedFor"));
+}
+
+uint64_t VersionNumber(const Json& obj) {
+  return ParseUint(kube::ResourceVersion(obj)).value_or(0);
+}
+
+// kube's "pod is done": finished, or deleted before it ever ran.
+bool PodDone(const Json& pod) {
+  return kube::IsPodTerminal(pod) || (kube::IsBeingDeleted(pod) && kube::PodNodeName(pod).empty());
+}
+
+// The pod named `name` with `uid`, still using what it reserved.
+bool PodHolds(const kube::Informer& pods, const std::string& ns, const std::string& name,
+              const std::string& uid) {
+  kube::ObjectPtr pod = pods.Get(kube::MakeKey(ns, name));
+  return pod && kube::Uid(*pod) == uid && !PodDone(*pod);
+}
+
+// The pod that owns a claim made from a template (null when none).
+const kube::OwnerReference* PodOwner(const std::vector<kube::OwnerReference>& refs) {
+  for (const auto& r : refs) {
+    if (r.controller && r.kind == "Pod" && r.api_version == "v1") return &r;
+  }
+  return nullptr;
+}
+
+bool NodeSelectorMatches(const Json& selector, const Json& node) {
+  for (const auto& term : Array(Member(selector, "nodeSelectorTerms"))) {
+    if (NodeSelectorTermMatches(term, node)) return true;
+  }
+  return false;
+}
+
+// kube-scheduler's FitError: "0/<n> nodes are available: <why>." and what
+// preemption could do. `why` is a PreFilter message, or else the histogram of
+// the nodes' reasons ("<count> <reason>" strings, sorted as strings).
+std::string FitErrorMessage(const Json& pod, size_t total_nodes, const std::string& prefilter,
+                            const std::map<std::string, int>& reasons,
+                            const std::map<std::string, int>& preemption) {
+  auto histogram = [](const std::map<std::string, int>& counts) {
+    std::vector<std::string> parts;
+    for (const auto& [reason, count] : counts)
+      parts.push_back(std::to_string(count) + " " + reason);
+    std::sort(parts.begin(), parts.end());
+    return Join(parts, ", ");
+  };
+  const std::string total = std::to_string(total_nodes);
+  std::string message = "0/" + total + " nodes are available: " +
+                        (prefilter.empty() ? histogram(reasons) : prefilter) + ".";
+  const Json& policy = Member(Member(pod, "spec"), "preemptionPolicy");
+  if (policy.is_string() && policy.get<std::string>() == "Never") {
+    message += " preemption: not eligible due to preemptionPolicy=Never.";
+  } else {
+    message += " preemption: 0/" + total + " nodes are available: " + histogram(preemption) + ".";
+  }
+  return message;
+}
 
 constexpr std::string_view kUnschedulableTaint = "node.kubernetes.io/unschedulable";
 constexpr std::string_view kNotReadyTaint = "node.kubernetes.io/not-ready";
@@ -66,7 +155,7 @@ std::string SchedulingState(const Json& node) {
 
 }  // namespace
 
-FilterResult FilterNode(const Json& pod, const NodeUsage& n) {
+FilterResult FilterNode(const Json& pod, const NodeUsage& n, DraState* dra) {
   FilterResult out;
   const Json& node = *n.node;
   const Json& spec = Member(pod, "spec");
@@ -110,55 +199,88 @@ FilterResult FilterNode(const Json& pod, const NodeUsage& n) {
       out.reasons.push_back("Insufficient " + name);
     }
   }
+  // DynamicResources; like kube, a node stops at the first filter it fails.
+  if (dra == nullptr || !out.reasons.empty()) return out;
+  bool allocate = false;
+  for (const Json* claim : dra->claims) {
+    const Json& allocation = Allocation(*claim);
+    if (!allocation.is_object()) {
+      allocate = true;
+      continue;
+    }
+    const Json& selector = Member(allocation, "nodeSelector");
+    if (selector.is_object() && !NodeSelectorMatches(selector, node)) {
+      out.reasons.push_back("resourceclaim not available on the node");
+      out.unresolvable = true;
+      return out;
+    }
+  }
+  out.allocations.resize(dra->claims.size());
+  if (!allocate) return out;
+  const std::string name = kube::Name(node);
+  static const std::vector<const Json*> kNoSlices;
+  auto slices = dra->slices.find(name);
+  auto allocated = dra->allocator->Allocate(
+      dra->claims, dra->classes, name, slices == dra->slices.end() ? kNoSlices : slices->second,
+      dra->in_use);
+  if (!allocated.ok()) {
+    out.reasons.push_back("cannot allocate all claims");
+    out.unresolvable = true;
+    out.dra_detail = allocated.status().message();
+    return out;
+  }
+  out.allocations = std::move(allocated).value();
   return out;
 }
 
-ScheduleResult ScheduleOne(const Json& pod, const std::vector<NodeUsage>& nodes) {
+ScheduleResult ScheduleOne(const Json& pod, const std::vector<NodeUsage>& nodes, DraState* dra) {
   ScheduleResult out;
   if (nodes.empty()) {
     out.message = "no nodes available to schedule pods";
     return out;
+  }
+  // DynamicResources' PreFilter: claims that cannot be used anywhere.
+  if (dra != nullptr) {
+    std::string unusable = dra->unusable;
+    if (unusable.empty()) {
+      Status checked = dra->allocator->Check(dra->claims, dra->classes);
+      if (!checked.ok()) unusable = checked.message();
+    }
+    if (!unusable.empty()) {
+      out.message = FitErrorMessage(
+          pod, nodes.size(), unusable, {},
+          {{"Preemption is not helpful for scheduling", static_cast<int>(nodes.size())}});
+      return out;
+    }
   }
   const ResourceList want = PodRequests(pod);
   std::map<std::string, int> reasons, preemption;
   const NodeUsage* best = nullptr;
   int64_t best_score = -1;
   for (const auto& n : nodes) {
-    FilterResult f = FilterNode(pod, n);
+    FilterResult f = FilterNode(pod, n, dra);
     if (f.reasons.empty()) {
       const int64_t score = Score(want, n);
       if (best == nullptr || score > best_score ||
           (score == best_score && kube::Name(*n.node) < kube::Name(*best->node))) {
         best = &n;
         best_score = score;
+        out.allocations = std::move(f.allocations);
       }
       continue;
     }
+    if (out.dra_detail.empty()) out.dra_detail = f.dra_detail;
     for (const auto& r : f.reasons) ++reasons[r];
     ++preemption[f.unresolvable ? "Preemption is not helpful for scheduling"
                                 : "No preemption victims found for incoming pod"];
   }
   if (best != nullptr) {
     out.node = kube::Name(*best->node);
+    out.dra_detail.clear();
     return out;
   }
-  // kube-scheduler's FitError: "<count> <reason>" strings, sorted as strings.
-  auto histogram = [](const std::map<std::string, int>& counts) {
-    std::vector<std::string> parts;
-    for (const auto& [reason, count] : counts)
-      parts.push_back(std::to_string(count) + " " + reason);
-    std::sort(parts.begin(), parts.end());
-    return Join(parts, ", ");
-  };
-  const std::string total = std::to_string(nodes.size());
-  out.message = "0/" + total + " nodes are available: " + histogram(reasons) + ".";
-  const Json& policy = Member(Member(pod, "spec"), "preemptionPolicy");
-  if (policy.is_string() && policy.get<std::string>() == "Never") {
-    out.message += " preemption: not eligible due to preemptionPolicy=Never.";
-  } else {
-    out.message +=
-        " preemption: 0/" + total + " nodes are available: " + histogram(preemption) + ".";
-  }
+  out.allocations.clear();
+  out.message = FitErrorMessage(pod, nodes.size(), "", reasons, preemption);
   return out;
 }
 
@@ -175,6 +297,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
   s->factory_ = std::make_unique<kube::SharedInformerFactory>(&client);
   s->pods_ = &s->factory_->For(res::kPods);
   s->nodes_ = &s->factory_->For(res::kNodes);
+  s->claims_ = &s->factory_->For(kResourceClaims);
+  s->classes_ = &s->factory_->For(kDeviceClasses);
+  s->slices_ = &s->factory_->For(kResourceSlices);
   kube::EventRecorderOptions eo;
   eo.component = s->options_.scheduler_name;
   s->events_ = std::make_unique<kube::EventRecorder>(client, eo);
@@ -184,6 +309,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
       [self](const std::string& key) { return self->Reconcile(key); });
   s->controller_->RequireSynced(*s->pods_);
   s->controller_->RequireSynced(*s->nodes_);
+  for (kube::Informer* i : {s->claims_, s->classes_, s->slices_}) s->controller_->RequireSynced(*i);
 
   kube::EventHandler pods;
   pods.on_add = [self](const kube::ObjectPtr& p) {
@@ -199,6 +325,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
     if (!kube::PodNodeName(*old).empty() && !kube::IsPodTerminal(*old) && kube::IsPodTerminal(*p)) {
       self->EnqueuePending();
     }
+    if (!PodDone(*old) && PodDone(*p)) self->EnqueueClaimsOf(*p);
     // Status writes (our own PodScheduled=False included) change nothing.
     if (IsPending(*p, self->options_.scheduler_name) &&
         Member(*old, "spec") != Member(*p, "spec")) {
@@ -209,8 +336,14 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
     {
       std::lock_guard lock(self->mu_);
       self->assumed_.erase(kube::KeyOf(*p));
+      const std::string prefix = kube::Uid(*p) + "/";
+      auto& made = self->template_claims_;
+      for (auto it = made.lower_bound(prefix); it != made.end() && StartsWith(it->first, prefix);) {
+        it = made.erase(it);
+      }
     }
     if (!kube::PodNodeName(*p).empty()) self->EnqueuePending();
+    self->EnqueueClaimsOf(*p);
   };
   s->pod_handler_ = s->pods_->AddEventHandler(std::move(pods));
 
@@ -220,6 +353,46 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Start(kube::Client& client,
     if (SchedulingState(*old) != SchedulingState(*n)) self->EnqueuePending();
   };
   s->node_handler_ = s->nodes_->AddEventHandler(std::move(nodes));
+
+  // A claim the cache shows at (or past) the version written is no longer assumed.
+  auto claim_seen = [self](const Json& c) {
+    std::lock_guard lock(self->mu_);
+    auto it = self->assumed_claims_.find(kube::KeyOf(c));
+    if (it != self->assumed_claims_.end() && VersionNumber(c) >= VersionNumber(*it->second)) {
+      self->assumed_claims_.erase(it);
+    }
+  };
+  kube::EventHandler claims;
+  claims.on_add = [self, claim_seen](const kube::ObjectPtr& c) {
+    claim_seen(*c);
+    self->controller_->Enqueue(std::string(kClaimKeyPrefix) + kube::KeyOf(*c));
+    self->EnqueuePending();  // a pod may be waiting for it
+  };
+  claims.on_update = [self, claim_seen](const kube::ObjectPtr& old, const kube::ObjectPtr& c) {
+    claim_seen(*c);
+    self->controller_->Enqueue(std::string(kClaimKeyPrefix) + kube::KeyOf(*c));
+    if (Allocation(*old).is_object() && !Allocation(*c).is_object()) self->EnqueuePending();
+  };
+  claims.on_delete = [self](const kube::ObjectPtr& c) {
+    {
+      std::lock_guard lock(self->mu_);
+      self->assumed_claims_.erase(kube::KeyOf(*c));
+    }
+    if (Allocation(*c).is_object()) self->EnqueuePending();
+  };
+  s->claim_handler_ = s->claims_->AddEventHandler(std::move(claims));
+  // New devices or classes may let a pending pod in.
+  auto devices_changed = [self] {
+    kube::EventHandler h;
+    h.on_add = [self](const kube::ObjectPtr&) { self->EnqueuePending(); };
+    h.on_update = [self](const kube::ObjectPtr&, const kube::ObjectPtr&) {
+      self->EnqueuePending();
+    };
+    h.on_delete = [self](const kube::ObjectPtr&) { self->EnqueuePending(); };
+    return h;
+  };
+  s->class_handler_ = s->classes_->AddEventHandler(devices_changed());
+  s->slice_handler_ = s->slices_->AddEventHandler(devices_changed());
 
   s->thread_ = std::jthread([self](std::stop_token stop) {
     self->factory_->Start(stop);
@@ -236,9 +409,13 @@ void Scheduler::Stop() {
     thread_.request_stop();
     thread_.join();
   }
-  if (pods_ != nullptr && pod_handler_ != 0) pods_->RemoveEventHandler(pod_handler_);
-  if (nodes_ != nullptr && node_handler_ != 0) nodes_->RemoveEventHandler(node_handler_);
-  pod_handler_ = node_handler_ = 0;
+  for (auto [informer, handler] :
+       {std::pair{pods_, &pod_handler_}, std::pair{nodes_, &node_handler_},
+        std::pair{claims_, &claim_handler_}, std::pair{classes_, &class_handler_},
+        std::pair{slices_, &slice_handler_}}) {
+    if (informer != nullptr && *handler != 0) informer->RemoveEventHandler(*handler);
+    *handler = 0;
+  }
 }
 
 bool Scheduler::WaitForSync(std::chrono::milliseconds timeout) {
@@ -301,6 +478,7 @@ Status Scheduler::MarkUnschedulable(const Json& pod, const std::string& message)
 }
 
 kube::ReconcileResult Scheduler::Reconcile(const std::string& key) {
+  if (StartsWith(key, kClaimKeyPrefix)) return ReconcileClaim(key.substr(kClaimKeyPrefix.size()));
   kube::ObjectPtr pod = pods_->Get(key);
   if (!pod || !IsPending(*pod, options_.scheduler_name)) return kube::ReconcileResult::Ok();
   {
@@ -308,16 +486,32 @@ kube::ReconcileResult Scheduler::Reconcile(const std::string& key) {
     if (assumed_.count(key) > 0) return kube::ReconcileResult::Ok();
   }
   std::vector<kube::ObjectPtr> keep;
-  ScheduleResult decision = ScheduleOne(*pod, Usage(&keep));
+  DraState dra;
+  const bool has_claims = !PodClaimEntries(*pod).empty();
+  if (has_claims) {
+    Status prepared = PrepareDra(*pod, &dra, &keep);
+    if (!prepared.ok()) return kube::ReconcileResult::Error(prepared.Annotate("pod " + key));
+  }
+  ScheduleResult decision = ScheduleOne(*pod, Usage(&keep), has_claims ? &dra : nullptr);
   const std::string ns = kube::Namespace(*pod), name = kube::Name(*pod);
   if (decision.node.empty()) {
     ++unschedulable_;
-    LogInfo("pod unschedulable", {{"pod", key}, {"reason", decision.message}});
+    if (decision.dra_detail.empty()) {
+      LogInfo("pod unschedulable", {{"pod", key}, {"reason", decision.message}});
+    } else {
+      LogInfo("pod unschedulable",
+              {{"pod", key}, {"reason", decision.message}, {"claims", decision.dra_detail}});
+    }
     events_->Event(kube::ReferenceTo(*pod, &res::kPods), kube::EventType::kWarning,
                    "FailedScheduling", decision.message);
     Status st = MarkUnschedulable(*pod, decision.message);
     if (!st.ok()) return kube::ReconcileResult::Error(st.Annotate("pod " + key));
     return kube::ReconcileResult::Ok();  // tried again when nodes or pods change
+  }
+  // The claims first: a pod bound without its allocation would never start.
+  if (has_claims) {
+    Status reserved = ReserveClaims(*pod, dra, decision.allocations);
+    if (!reserved.ok()) return kube::ReconcileResult::Error(reserved.Annotate("pod " + key));
   }
   Json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
@@ -342,6 +536,263 @@ kube::ReconcileResult Scheduler::Reconcile(const std::string& key) {
   LogInfo("pod bound", {{"pod", key}, {"node", decision.node}});
   events_->Event(kube::ReferenceTo(*pod, &res::kPods), kube::EventType::kNormal, "Scheduled",
                  "Successfully assigned " + key + " to " + decision.node);
+  return kube::ReconcileResult::Ok();
+}
+
+// --- DRA ---
+
+kube::ObjectPtr Scheduler::Claim(const std::string& key) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = assumed_claims_.find(key); it != assumed_claims_.end()) return it->second;
+  }
+  return claims_->Get(key);
+}
+
+Result<std::string> Scheduler::ClaimFromTemplate(const Json& pod, const Json& entry,
+                                                 std::vector<kube::ObjectPtr>* keep) {
+  const std::string ns = kube::Namespace(pod), uid = kube::Uid(pod);
+  const std::string entry_name = StrOf(entry, "name");
+  const std::string template_name = StrOf(entry, "resourceClaimTemplateName");
+  for (const auto& st : Array(Member(Member(pod, "status"), "resourceClaimStatuses"))) {
+    if (StrOf(st, "name") == entry_name && !StrOf(st, "resourceClaimName").empty()) {
+      return StrOf(st, "resourceClaimName");
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = template_claims_.find(uid + "/" + entry_name); it != template_claims_.end()) {
+      return it->second;
+    }
+  }
+  // Made before a restart, or the pod status write was lost: the claim the pod owns.
+  std::string name;
+  for (const auto& c : claims_->List()) {
+    if (kube::Namespace(*c) == ns && kube::IsOwnedBy(*c, uid) &&
+        kube::Annotation(*c, kPodClaimNameAnnotation) == entry_name) {
+      name = kube::Name(*c);
+    }
+  }
+  if (name.empty()) {
+    auto tmpl = client_.Get(kResourceClaimTemplates, ns, template_name);
+    if (!tmpl.ok()) {
+      if (kube::IsNotFound(tmpl.status())) {
+        return NotFound("resourceclaimtemplate \"" + template_name + "\" not found");
+      }
+      return tmpl.status();
+    }
+    const Json& meta = Member(Member(*tmpl, "spec"), "metadata");
+    Json annotations =
+        Member(meta, "annotations").is_object() ? Member(meta, "annotations") : Json::object();
+    annotations[std::string(kPodClaimNameAnnotation)] = entry_name;
+    Json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceClaim"},
+                  {"metadata",
+                   {{"generateName", kube::Name(pod) + "-" + entry_name + "-"},
+                    {"namespace", ns},
+                    {"annotations", annotations},
+                    {"ownerReferences", Json::array({{{"apiVersion", "v1"},
+                                                      {"kind", "Pod"},
+                                                      {"name", kube::Name(pod)},
+                                                      {"uid", uid},
+                                                      {"controller", true},
+                                                      {"blockOwnerDeletion", true}}})}}},
+                  {"spec", Member(Member(*tmpl, "spec"), "spec")}};
+    if (Member(meta, "labels").is_object()) claim["metadata"]["labels"] = Member(meta, "labels");
+    auto created = client_.Create(kResourceClaims, ns, claim);
+    if (!created.ok()) {
+      return created.status().Annotate("creating the claim of pod entry " + entry_name +
+                                       " from resourceclaimtemplate " + template_name);
+    }
+    name = kube::Name(*created);
+    auto stored = std::make_shared<const Json>(std::move(created).value());
+    keep->push_back(stored);
+    std::lock_guard lock(mu_);
+    assumed_claims_[kube::MakeKey(ns, name)] = stored;
+    LogInfo("resourceclaim created",
+            {{"pod", kube::KeyOf(pod)}, {"claim", name}, {"template", template_name}});
+  }
+  {
+    std::lock_guard lock(mu_);
+    template_claims_[uid + "/" + entry_name] = name;
+  }
+  auto updated = kube::UpdateWithRetry(
+      client_, res::kPods, ns, kube::Name(pod),
+      [&](Json& p) {
+        if (kube::Uid(p) != uid) return false;
+        Json& statuses = p["status"]["resourceClaimStatuses"];
+        if (!statuses.is_array()) statuses = Json::array();
+        for (const auto& st : statuses) {
+          if (StrOf(st, "name") == entry_name) return false;
+        }
+        statuses.push_back({{"name", entry_name}, {"resourceClaimName", name}});
+        return true;
+      },
+      /*status_subresource=*/true);
+  if (!updated.ok() && !kube::IsNotFound(updated.status())) {
+    return updated.status().Annotate("recording resourceclaim " + name + " in the pod's status");
+  }
+  return name;
+}
+
+Status Scheduler::PrepareDra(const Json& pod, DraState* dra, std::vector<kube::ObjectPtr>* keep) {
+  dra->allocator = &allocator_;
+  const std::string ns = kube::Namespace(pod);
+  std::set<std::string> own;
+  for (const auto& entry : PodClaimEntries(pod)) {
+    std::string name = StrOf(entry, "resourceClaimName");
+    if (name.empty()) {
+      auto made = ClaimFromTemplate(pod, entry, keep);
+      if (!made.ok()) {
+        if (made.status().code() != StatusCode::kNotFound) return made.status();
+        dra->unusable = made.status().message();
+        return Status::Ok();
+      }
+      name = *made;
+    }
+    const std::string key = kube::MakeKey(ns, name);
+    kube::ObjectPtr claim = Claim(key);
+    if (!claim) {
+      dra->unusable = "resourceclaim \"" + name + "\" not found";
+      return Status::Ok();
+    }
+    if (kube::IsBeingDeleted(*claim)) {
+      dra->unusable = "resourceclaim \"" + name + "\" is being deleted";
+      return Status::Ok();
+    }
+    keep->push_back(claim);
+    dra->claims.push_back(claim.get());
+    own.insert(key);
+  }
+  for (const auto& c : classes_->List()) {
+    keep->push_back(c);
+    dra->classes[kube::Name(*c)] = c.get();
+  }
+  for (const auto& s : slices_->List()) {
+    keep->push_back(s);
+    const std::string node = StrOf(Member(*s, "spec"), "nodeName");
+    if (!node.empty()) dra->slices[node].push_back(s.get());
+  }
+  // What other claims hold, the ones written but not cached yet included.
+  std::map<std::string, kube::ObjectPtr> claims;
+  for (const auto& c : claims_->List()) claims[kube::KeyOf(*c)] = c;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, c] : assumed_claims_) claims[key] = c;
+  }
+  for (const auto& [key, c] : claims) {
+    if (own.count(key) > 0) continue;
+    for (auto& d : AllocatedDevices(*c)) dra->in_use.insert(std::move(d));
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::ReserveClaims(const Json& pod, const DraState& dra,
+                                const std::vector<Json>& allocations) {
+  const Json consumer = {{"resource", "pods"}, {"name", kube::Name(pod)}, {"uid", kube::Uid(pod)}};
+  for (size_t i = 0; i < dra.claims.size(); ++i) {
+    const Json& claim = *dra.claims[i];
+    const Json& allocation = i < allocations.size() ? allocations[i] : Json();
+    const std::string ns = kube::Namespace(claim), name = kube::Name(claim);
+    bool raced = false;
+    auto written = kube::UpdateWithRetry(
+        client_, kResourceClaims, ns, name,
+        [&](Json& c) {
+          raced = kube::Uid(c) != kube::Uid(claim) ||
+                  (!allocation.is_null() && Allocation(c).is_object());
+          if (raced) return false;
+          bool changed = false;
+          if (!allocation.is_null()) {
+            c["status"]["allocation"] = allocation;
+            changed = true;
+          }
+          Json& reserved = c["status"]["reservedFor"];
+          if (!reserved.is_array()) reserved = Json::array();
+          for (const auto& r : reserved) {
+            if (StrOf(r, "uid") == kube::Uid(pod)) return changed;
+          }
+          reserved.push_back(consumer);
+          return true;
+        },
+        /*status_subresource=*/true);
+    if (!written.ok()) {
+      return written.status().Annotate("writing the allocation of resourceclaim " + ns + "/" +
+                                       name);
+    }
+    if (raced) {
+      return Aborted("resourceclaim " + ns + "/" + name +
+                     " was replaced or allocated meanwhile; scheduling the pod again");
+    }
+    std::lock_guard lock(mu_);
+    assumed_claims_[kube::MakeKey(ns, name)] = std::make_shared<const Json>(std::move(*written));
+  }
+  return Status::Ok();
+}
+
+void Scheduler::EnqueueClaimsOf(const Json& pod) {
+  const std::string uid = kube::Uid(pod);
+  for (const auto& c : claims_->List()) {
+    bool related = kube::IsOwnedBy(*c, uid);
+    for (const auto& r : ReservedFor(*c)) related |= StrOf(r, "uid") == uid;
+    if (related) controller_->Enqueue(std::string(kClaimKeyPrefix) + kube::KeyOf(*c));
+  }
+}
+
+// What kube's resourceclaim controller does for a claim: reservations of pods
+// that are gone or done are dropped, a claim left unreserved is deallocated,
+// and a claim made for a pod that is gone or done is deleted.
+kube::ReconcileResult Scheduler::ReconcileClaim(const std::string& key) {
+  kube::ObjectPtr claim = Claim(key);
+  if (!claim) return kube::ReconcileResult::Ok();
+  const auto [ns, name] = kube::SplitKey(key);
+  auto holds = [&](const Json& r) {
+    return StrOf(r, "resource") != "pods" || !StrOf(r, "apiGroup").empty() ||
+           PodHolds(*pods_, ns, StrOf(r, "name"), StrOf(r, "uid"));
+  };
+  const Json& reserved = ReservedFor(*claim);
+  if (!std::all_of(reserved.begin(), reserved.end(), holds)) {
+    auto updated = kube::UpdateWithRetry(
+        client_, kResourceClaims, ns, name,
+        [&](Json& c) {
+          Json kept = Json::array();
+          for (const auto& r : ReservedFor(c)) {
+            if (holds(r)) kept.push_back(r);
+          }
+          if (kept.size() == ReservedFor(c).size()) return false;
+          if (kept.empty()) {
+            c["status"].erase("reservedFor");
+            c["status"].erase("allocation");  // nobody uses it: deallocated
+          } else {
+            c["status"]["reservedFor"] = kept;
+          }
+          return true;
+        },
+        /*status_subresource=*/true);
+    if (!updated.ok()) {
+      if (kube::IsNotFound(updated.status())) return kube::ReconcileResult::Ok();
+      return kube::ReconcileResult::Error(updated.status().Annotate("resourceclaim " + key));
+    }
+    claim = std::make_shared<const Json>(std::move(updated).value());
+    {
+      std::lock_guard lock(mu_);
+      assumed_claims_[key] = claim;
+    }
+    LogInfo("resourceclaim released",
+            {{"claim", key}, {"allocated", Allocation(*claim).is_object()}});
+  }
+  if (!ReservedFor(*claim).empty()) return kube::ReconcileResult::Ok();
+  const std::vector<kube::OwnerReference> owners = kube::OwnerReferences(*claim);
+  const kube::OwnerReference* owner = PodOwner(owners);
+  if (owner == nullptr || PodHolds(*pods_, ns, owner->name, owner->uid)) {
+    return kube::ReconcileResult::Ok();
+  }
+  kube::DeleteOptions d;
+  d.precondition_uid = kube::Uid(*claim);
+  Status deleted = client_.Delete(kResourceClaims, ns, name, d);
+  if (!deleted.ok() && !kube::IsNotFound(deleted) && !kube::IsConflict(deleted)) {
+    return kube::ReconcileResult::Error(deleted.Annotate("deleting resourceclaim " + key));
+  }
+  LogInfo("resourceclaim deleted", {{"claim", key}, {"pod", owner->name}});
   return kube::ReconcileResult::Ok();
 }
 

@@ -61,6 +61,7 @@ const std::vector<Builtin>& BuiltinTable() {
       // resource.k8s.io/v1
       {"resource.k8s.io", "DeviceClass", "deviceclasses", false, {}},
       {"resource.k8s.io", "ResourceClaim", "resourceclaims", true, {}, true},
+      {"resource.k8s.io", "ResourceClaimTemplate", "resourceclaimtemplates", true, {}},
       {"resource.k8s.io", "ResourceSlice", "resourceslices", false, {}},
   };
   return kTable;
