@@ -80,6 +80,8 @@ void RegisterSimDriverCommands(CLI::App& sim, const GlobalOptions& g, Action* ac
 void RegisterValidatorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop driver-manager`: the driver pod's init container (driver_manager/manager.h).
 void RegisterDriverManagerCommand(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop dra-plugin`: the DRA kubelet plugin for gpu.nvidia.com.
+void RegisterDraPluginCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop cuda vector-add`: the CUDA check (cuda/vector_add.h).
 void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop crd apply` and `gpuop uninstall` (lifecycle/uninstall.h): the chart's hooks.

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   cli::RegisterMigManagerCommand(app, g, &action);
   cli::RegisterValidatorCommand(app, g, &action);
   cli::RegisterDriverManagerCommand(app, g, &action);
+  cli::RegisterDraPluginCommand(app, g, &action);
   cli::RegisterCudaCommand(app, g, &action);
   cli::RegisterLifecycleCommands(app, g, &action);
   cli::RegisterSimCommand(app, g, &action);
