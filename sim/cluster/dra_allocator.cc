@@ -250,6 +250,11 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
   std::vector<Slot> slots;
   std::vector<Constraint> constraints;
   std::string first_error;  // a selector's evaluation error, reported with the failure
+  auto fail = [&](const std::string& why) {
+    std::string message = "cannot allocate all claims on node " + node + ": " + why;
+    if (!first_error.empty()) message += " (" + first_error + ")";
+    return FailedPrecondition(message);
+  };
   for (size_t ci = 0; ci < claims.size(); ++ci) {
     const Json& claim = *claims[ci];
     if (IsAllocated(claim)) continue;
@@ -265,7 +270,9 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
       Slot slot;
       slot.claim = ci;
       slot.request = Str(request, "name");
+      const std::string where = ClaimName(claim) + " request " + slot.request;
       const bool all = Str(exactly, "allocationMode") == "All";
+      size_t matching = 0;
       for (size_t d = 0; d < devices.size(); ++d) {
         bool match = true;
         for (const CelSelector* sel : selectors) {
@@ -281,11 +288,11 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
         if (!match || !TaintsTolerated(*devices[d].device, Member(exactly, "tolerations"))) {
           continue;
         }
+        ++matching;
         if (in_use.count(devices[d].ref) > 0) {
           if (all) {
-            return FailedPrecondition(ClaimName(claim) + " request " + slot.request +
-                                      ": allocationMode All, but device " + devices[d].ref.device +
-                                      " is allocated to another claim");
+            return fail(where + ": allocationMode All, but device " + devices[d].ref.device +
+                        " is allocated to another claim");
           }
           continue;
         }
@@ -294,10 +301,11 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
       const Json& count = Member(exactly, "count");
       slot.need = all ? slot.candidates.size()
                       : static_cast<size_t>(count.is_number_integer() ? count.get<int64_t>() : 1);
-      if (all && slot.need == 0) {
-        return FailedPrecondition(ClaimName(claim) + " request " + slot.request +
-                                  ": allocationMode All, but no device on node " + node +
-                                  " matches");
+      if (all && slot.need == 0) return fail(where + ": allocationMode All, but no device matches");
+      if (slot.candidates.size() < slot.need) {
+        return fail(where + ": " + std::to_string(matching) + " device(s) match, " +
+                    std::to_string(slot.candidates.size()) + " of them free, " +
+                    std::to_string(slot.need) + " wanted");
       }
       slots.push_back(std::move(slot));
     }
@@ -312,9 +320,9 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
     }
   }
   if (!Search(devices, slots, constraints).Run()) {
-    std::string why = "cannot allocate all claims on node " + node;
-    if (!first_error.empty()) why += " (" + first_error + ")";
-    return FailedPrecondition(why);
+    return fail(
+        "no choice of free devices serves every request (each device once) and keeps "
+        "every constraint");
   }
 
   std::vector<Json> out(claims.size());

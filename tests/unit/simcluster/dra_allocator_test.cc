@@ -133,9 +133,9 @@ TEST_F(DraAllocatorTest, OneGpuByProductFitsOnlyTheH100NodeAmongThree) {
   auto a100 = Allocate({claim}, "dgx-a100");
   ASSERT_FALSE(a100.ok());
   EXPECT_EQ(a100.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(a100.status().message().find("cannot allocate all claims on node dgx-a100"),
-            std::string::npos)
-      << a100.status().message();
+  EXPECT_EQ(a100.status().message(),
+            "cannot allocate all claims on node dgx-a100: resourceclaim default/h100 request gpu: "
+            "0 device(s) match, 0 of them free, 1 wanted");
   EXPECT_FALSE(Allocate({claim}, "l40s-4").ok());
   auto h100 = Allocate({claim}, "dgx-h100");
   ASSERT_TRUE(h100.ok()) << h100.status().ToString();
@@ -200,10 +200,20 @@ TEST_F(DraAllocatorTest, CountTwoAndMatchAttributeAcrossRequests) {
   // A device lacking the attribute never satisfies the constraint.
   Json odd = Claim("odd", Json::array({Request("gpu", "gpu.nvidia.com")}),
                    Json::array({{{"matchAttribute", "gpu.nvidia.com/profile"}}}));
-  EXPECT_FALSE(Allocate({odd}, "dgx-h100").ok());
+  auto no_attribute = Allocate({odd}, "dgx-h100");
+  ASSERT_FALSE(no_attribute.ok());
+  EXPECT_EQ(no_attribute.status().message(),
+            "cannot allocate all claims on node dgx-h100: no choice of free devices serves every "
+            "request (each device once) and keeps every constraint");
   // Nine GPUs on an eight-GPU node.
   Json nine = Claim("nine", Json::array({Request("gpus", "gpu.nvidia.com", {{"count", 9}})}));
-  EXPECT_FALSE(Allocate({nine}, "dgx-h100").ok());
+  auto too_many = Allocate({nine}, "dgx-h100", taken);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find(
+                "resourceclaim default/nine request gpus: 8 device(s) match, 5 of them free, 9 "
+                "wanted"),
+            std::string::npos)
+      << too_many.status().message();
 }
 
 TEST_F(DraAllocatorTest, AllocationModeAllTakesEveryMatchingDeviceOrNothing) {
