@@ -10,14 +10,6 @@
 
 namespace gpuop::simcluster {
 
-const kube::Resource kResourceClaims{"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim",
-                                     true};
-const kube::Resource kResourceClaimTemplates{"resource.k8s.io", "v1", "resourceclaimtemplates",
-                                             "ResourceClaimTemplate", true};
-const kube::Resource kDeviceClasses{"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false};
-const kube::Resource kResourceSlices{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice",
-                                     false};
-
 namespace {
 
 namespace res = kube::resources;

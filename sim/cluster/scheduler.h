@@ -76,10 +76,10 @@
 namespace gpuop::simcluster {
 
 // The resource.k8s.io/v1 collections the scheduler reads and writes.
-extern const kube::Resource kResourceClaims;
-extern const kube::Resource kResourceClaimTemplates;
-extern const kube::Resource kDeviceClasses;
-extern const kube::Resource kResourceSlices;
+using kube::resources::kDeviceClasses;
+using kube::resources::kResourceClaims;
+using kube::resources::kResourceClaimTemplates;
+using kube::resources::kResourceSlices;
 
 // What the DynamicResources filter reads, for a pod with spec.resourceClaims.
 struct DraState {

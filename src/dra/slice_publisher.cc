@@ -29,11 +29,6 @@ std::string SliceName(const Json& slice) {
 
 }  // namespace
 
-const kube::Resource& ResourceSlices() {
-  static const kube::Resource kResource{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice",
-                                        false};
-  return kResource;
-}
 
 std::string SliceFieldSelector(const std::string& node_name) {
   return "spec.nodeName=" + node_name + ",spec.driver=" + kDriverName;
@@ -78,7 +73,7 @@ Status SlicePublisher::SyncLocked() {
   options.field_selector = SliceFieldSelector(node_name_);
   Status written;
   for (int attempt = 0; attempt < kSyncAttempts; ++attempt) {
-    auto list = client_.ListAll(ResourceSlices(), "", options);
+    auto list = client_.ListAll(kube::resources::kResourceSlices, "", options);
     if (!list.ok()) return list.status().Annotate("listing ResourceSlices of node " + node_name_);
     std::vector<Json>& published = list->items;
     const PoolWrite* previous = last_write_ ? &*last_write_ : nullptr;
@@ -103,14 +98,14 @@ Status SlicePublisher::SyncLocked() {
         Json update = published[i];
         update["spec"] = desired[i]["spec"];
         update["metadata"]["ownerReferences"] = desired[i]["metadata"]["ownerReferences"];
-        auto r = client_.Update(ResourceSlices(), update);
+        auto r = client_.Update(kube::resources::kResourceSlices, update);
         if (r.ok()) {
           stored.push_back(std::move(r).value());
         } else {
           written = r.status().Annotate("updating ResourceSlice " + SliceName(update));
         }
       } else {
-        auto r = client_.Create(ResourceSlices(), "", desired[i]);
+        auto r = client_.Create(kube::resources::kResourceSlices, "", desired[i]);
         if (r.ok()) {
           stored.push_back(std::move(r).value());
         } else {
@@ -121,7 +116,7 @@ Status SlicePublisher::SyncLocked() {
     for (size_t i = desired.size(); i < published.size() && written.ok(); ++i) {
       kube::DeleteOptions del;
       del.precondition_uid = published[i]["metadata"].value("uid", "");
-      Status s = client_.Delete(ResourceSlices(), "", SliceName(published[i]), del);
+      Status s = client_.Delete(kube::resources::kResourceSlices, "", SliceName(published[i]), del);
       if (!s.ok() && !kube::IsNotFound(s)) {
         written = s.Annotate("deleting ResourceSlice " + SliceName(published[i]));
       }

@@ -29,8 +29,6 @@
 
 namespace gpuop::dra {
 
-// resource.k8s.io/v1 resourceslices (cluster-scoped).
-const kube::Resource& ResourceSlices();
 // "spec.nodeName=<node>,spec.driver=gpu.nvidia.com": this node's slices.
 std::string SliceFieldSelector(const std::string& node_name);
 

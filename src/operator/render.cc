@@ -690,7 +690,12 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
     // The driver check reads the driver from the host root; asking the
     // runtime for GPUs before the driver is up would fail the container.
     if (check == "driver") MergeEnv(env, Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "void")}));
-    if (check == "cuda") MergeEnv(env, workload_env);
+    if (check == "cuda") {
+      MergeEnv(env, workload_env);
+      if (!p.Enabled(Component::kDevicePlugin)) {
+        MergeEnv(env, Json::array({EnvValue("GPUOP_DEVICE_PLUGIN", "false")}));
+      }
+    }
     if (check == "plugin") {
       MergeEnv(env, workload_env);
       MergeEnv(env, Json::array({EnvValue("WITH_WORKLOAD", "false"),

@@ -88,7 +88,8 @@ Result<Options> OptionsFromEnv(const std::map<std::string, std::string>& env, Op
     GPUOP_ASSIGN_OR_RETURN(o.component, ParseComponent(*v));
   }
   for (auto [name, field] :
-       {std::pair{"WITH_WAIT", &o.with_wait}, std::pair{"WITH_WORKLOAD", &o.with_workload}}) {
+       {std::pair{"WITH_WAIT", &o.with_wait}, std::pair{"WITH_WORKLOAD", &o.with_workload},
+        std::pair{"GPUOP_DEVICE_PLUGIN", &o.device_plugin}}) {
     if (auto* v = get(name)) {
       GPUOP_ASSIGN_OR_RETURN(*field, ParseBoolValue(name, *v));
     }

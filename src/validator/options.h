@@ -54,6 +54,10 @@ struct Options {
   Component component = Component::kMain;
   bool with_wait = false;
   bool with_workload = true;
+  // GPUOP_DEVICE_PLUGIN=false: no device plugin on the node (DRA allocates its
+  // GPUs), so the CUDA workload pod requests no nvidia.com/gpu and asks the
+  // runtime for every GPU, as NVIDIA's CUDA pod always does.
+  bool device_plugin = true;
   int sleep_interval_seconds = 5;
   std::string output_dir;  // "" → <read_root>/run/nvidia/validations
   std::string mig_strategy = "single";

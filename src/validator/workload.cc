@@ -21,13 +21,18 @@ Json BuildWorkloadPod(const WorkloadPodSpec& s) {
       {"image", s.image},
       {"imagePullPolicy", s.image_pull_policy.empty() ? "IfNotPresent" : s.image_pull_policy},
       {"command", command},
-      // One device, allocated by the device plugin: the check runs on what
-      // a user's pod would get.
-      {"resources", {{"limits", {{s.resource, "1"}}}, {"requests", {{s.resource, "1"}}}}},
       // The error `gpuop cuda vector-add` prints becomes the termination
       // message the validator reports.
       {"terminationMessagePolicy", "FallbackToLogsOnError"},
       {"securityContext", {{"allowPrivilegeEscalation", false}}}};
+  if (!s.resource.empty()) {
+    // One device, allocated by the device plugin: the check runs on what a
+    // user's pod would get.
+    container["resources"] = {{"limits", {{s.resource, "1"}}}, {"requests", {{s.resource, "1"}}}};
+  } else {
+    // No device plugin: every GPU, from the runtime class's runtime.
+    container["env"] = Json::array({Json{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}});
+  }
   Json spec{{"nodeName", s.node_name},
             {"restartPolicy", "OnFailure"},
             {"serviceAccountName", kValidatorServiceAccount},
@@ -271,6 +276,7 @@ Status RunCudaWorkload(kube::Client& client, const Options& o, std::stop_token s
   s->name_prefix = kCudaPodPrefix;
   s->app = kCudaPodApp;
   s->check = "cuda";
+  if (!o.device_plugin) s->resource.clear();
   return RunWorkloadPod(client, o, std::move(s).value(), o.cuda_retries, stop);
 }
 

@@ -34,7 +34,7 @@ struct WorkloadPodSpec {
   std::string image_pull_policy;  // "" → IfNotPresent
   std::vector<std::string> image_pull_secrets;
   std::string runtime_class;  // "" → none
-  std::string resource = kGpuResource;
+  std::string resource = kGpuResource;  // "": none requested, NVIDIA_VISIBLE_DEVICES=all
   std::string require_cuda;  // "12.4" → --require-cuda 12.4
   nlohmann::json owner_references = nlohmann::json::array();
   nlohmann::json tolerations = nlohmann::json::array();

@@ -50,7 +50,7 @@ class SlicePublisherTest : public ::testing::Test {
   std::vector<Json> Slices(const std::string& node = "node-a") {
     kube::ListOptions o;
     o.field_selector = SliceFieldSelector(node);
-    auto list = api_.client->List(ResourceSlices(), "", o);
+    auto list = api_.client->List(kube::resources::kResourceSlices, "", o);
     EXPECT_TRUE(list.ok()) << list.status().ToString();
     if (!list.ok()) return {};
     std::sort(list->items.begin(), list->items.end(), [](const Json& a, const Json& b) {
@@ -141,7 +141,7 @@ TEST_F(SlicePublisherTest, ResyncBringsBackADeletedSlice) {
   const std::string name = Slices()[0]["metadata"]["name"];
 
   // What the kubelet does to a plugin's slices when it restarts.
-  ASSERT_TRUE(api_.client->Delete(ResourceSlices(), "", name).ok());
+  ASSERT_TRUE(api_.client->Delete(kube::resources::kResourceSlices, "", name).ok());
   ASSERT_TRUE(Slices().empty());
   ASSERT_TRUE(publisher.Resync().ok());
   const std::vector<Json> slices = Slices();
@@ -216,14 +216,14 @@ TEST_F(SlicePublisherTest, OtherNodesAndDriversAreLeftAlone) {
   Json other = BuildSlices({Synthetic("nic-0")}, "node-a", node_uid_, 1)[0];
   other["metadata"]["generateName"] = "node-a-nic.example.com-";
   other["spec"]["driver"] = "nic.example.com";
-  ASSERT_TRUE(api_.client->Create(ResourceSlices(), "", other).ok());
+  ASSERT_TRUE(api_.client->Create(kube::resources::kResourceSlices, "", other).ok());
 
   SlicePublisher a(*api_.client, "node-a", node_uid_);
   ASSERT_TRUE(a.Publish({Synthetic("gpu-0"), Synthetic("gpu-1")}).ok());
   EXPECT_EQ(a.generation(), 1);  // the other driver's slice is not ours to count
   ASSERT_TRUE(a.Publish({}).ok());
 
-  auto all = api_.client->List(ResourceSlices(), "");
+  auto all = api_.client->List(kube::resources::kResourceSlices, "");
   ASSERT_TRUE(all.ok());
   int node_b = 0, nic = 0;
   for (const Json& s : all->items) {

@@ -438,9 +438,14 @@ TEST(RenderTest, DraDriverReplacesTheDevicePlugin) {
                                     {"/var/run/cdi", {"/host/var/run/cdi (rw)"}},
                                     {"/sys", {"/host/sys (ro)"}}}));
 
-  // The validator no longer waits for nvidia.com/gpu in allocatable.
+  // The validator no longer waits for nvidia.com/gpu in allocatable, and its
+  // CUDA pod requests none.
   for (const Json& c : AllContainers(DaemonSets(r.Of(Component::kOperatorValidator))[0])) {
     EXPECT_NE(c["name"], "plugin-validation");
+    if (c["name"] == "cuda-validation") {
+      EXPECT_THAT(c["env"].dump(), ::testing::HasSubstr(
+                                       R"({"name":"GPUOP_DEVICE_PLUGIN","value":"false"})"));
+    }
   }
   // Nodes get the plugin's deploy label instead of the device plugin's.
   LabelChanges changes = PlanNodeLabels(

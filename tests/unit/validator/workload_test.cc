@@ -182,6 +182,25 @@ TEST_F(ValidatorApiTest, CudaPodIsNvidiasShapeOnARealGpuAndSuccessWritesCudaRead
   EXPECT_EQ(*content, "");
 }
 
+// No device plugin on the node (DRA allocates its GPUs): the CUDA pod asks
+// the runtime for every GPU, as NVIDIA's does, instead of an nvidia.com/gpu
+// nothing advertises.
+TEST_F(ValidatorApiTest, CudaPodWithoutADevicePluginAsksTheRuntimeForEveryGpu) {
+  CreateValidatorDaemonSet();
+  auto o = OptionsFromEnv({{"GPUOP_DEVICE_PLUGIN", "false"}}, o_);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  o->component = Component::kCuda;
+  Background bg(*o, &client());
+  Json pod = WaitForPod(kCudaPodApp);
+  const Json& c = pod["spec"]["containers"][0];
+  EXPECT_FALSE(c.contains("resources")) << c.dump();
+  EXPECT_EQ(c["env"], Json::array({Json{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}}));
+  EXPECT_EQ(pod["spec"]["runtimeClassName"], "nvidia");
+  SetPodStatus(kube::Name(pod), Json{{"phase", "Succeeded"}});
+  Status s = bg.Get();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 TEST_F(ValidatorApiTest, CudaFailureSurfacesTheTerminationMessage) {
   CreateValidatorDaemonSet();
   o_.component = Component::kCuda;
