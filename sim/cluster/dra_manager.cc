@@ -334,7 +334,9 @@ class DraManager::Impl {
         if (sockets_.count(path)) continue;
       }
       const ino_t inode = SocketInode(path);
-      auto plugin = sim::DraKubeletClient::Register(path);
+      sim::DraKubeletOptions ko;
+      ko.node_root = opt_.node_root;
+      auto plugin = sim::DraKubeletClient::Register(path, ko);
       if (!plugin.ok()) {
         if (failed_.insert(path + "@" + std::to_string(inode)).second) {
           LogWarn("kubelet: DRA plugin registration failed",

@@ -58,6 +58,7 @@ std::map<std::string, std::vector<std::string>> ContainerCdiDevices(
 struct DraManagerOptions {
   std::string node_name;
   std::string registry_dir;  // <root>/var/lib/kubelet/plugins_registry
+  std::string node_root;     // the node's "/": plugins' endpoints are under it
   std::chrono::milliseconds wiping_delay{30000};
   std::chrono::milliseconds scan_interval{500};
 };

@@ -355,7 +355,7 @@ Status Kubelet::Impl::Start() {
   const std::string registry = opt_.host_root + "/var/lib/kubelet/plugins_registry";
   GPUOP_RETURN_IF_ERROR(MakeDirs(registry));
   GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/lib/kubelet/plugins"));
-  auto dra = DraManager::Start({opt_.node_name, registry}, client_);
+  auto dra = DraManager::Start({opt_.node_name, registry, opt_.host_root}, client_);
   if (!dra.ok()) return dra.status().Annotate("the DRA manager of node " + opt_.node_name);
   dra_ = std::move(dra).value();
 

@@ -97,7 +97,7 @@ DraKubeletClient::DraKubeletClient(DraPluginRegistration registration, DraKubele
     : registration_(std::move(registration)), options_(options), stubs_(std::make_unique<Stubs>()) {
   // Lazy, like the kubelet's: it connects on the first call.
   stubs_->channel =
-      grpc::CreateChannel("unix:" + registration_.endpoint, grpc::InsecureChannelCredentials());
+      grpc::CreateChannel("unix:" + registration_.dial_path, grpc::InsecureChannelCredentials());
   if (registration_.version == DraApiVersion::kV1) {
     stubs_->v1 = drav1::DRAPlugin::NewStub(stubs_->channel);
   } else {
@@ -153,6 +153,8 @@ Result<std::unique_ptr<DraKubeletClient>> DraKubeletClient::Register(
     if (!told.ok()) LogWarn("telling a refused DRA plugin why failed", {{"error", told}});
     return accepted.status();
   }
+  accepted->dial_path =
+      info.endpoint.empty() ? registration_socket : options.node_root + accepted->endpoint;
   GPUOP_RETURN_IF_ERROR(notify(true, ""));
   LogInfo("DRA plugin registered", {{"driver", accepted->driver_name},
                                     {"endpoint", accepted->endpoint},

@@ -44,7 +44,8 @@ struct DraPluginInfo {
 // A plugin the kubelet accepted: where to call it, and which service.
 struct DraPluginRegistration {
   std::string driver_name;
-  std::string endpoint;  // absolute path of the DRA socket
+  std::string endpoint;   // absolute path of the DRA socket on the node
+  std::string dial_path;  // where this process reaches it (under node_root)
   DraApiVersion version = DraApiVersion::kV1;
 };
 
@@ -57,6 +58,9 @@ Result<DraPluginRegistration> ValidateDraPluginInfo(const DraPluginInfo& info,
                                                     const std::string& registration_socket);
 
 struct DraKubeletOptions {
+  // The node's root as this process sees it: a plugin's endpoint is a path
+  // on its node, dialled under this root (a simulated node's "/").
+  std::string node_root;
   std::chrono::milliseconds dial_timeout{10000};
   std::chrono::milliseconds get_info_timeout{1000};
   std::chrono::milliseconds notify_timeout{5000};

@@ -230,8 +230,13 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
     }
   });
 
-  auto server = kubelet::DraPluginServer::Start(
-      &driver, {dra::kDriverName, plugin_dir, registry_dir, std::chrono::milliseconds(5000)});
+  kubelet::DraPluginServerOptions so;
+  so.driver_name = dra::kDriverName;
+  so.plugin_dir = plugin_dir;
+  so.registry_dir = registry_dir;
+  // The kubelet dials the socket on the host, not under --host-root.
+  so.endpoint = f.kubelet_dir + "/plugins/" + dra::kDriverName + "/dra.sock";
+  auto server = kubelet::DraPluginServer::Start(&driver, std::move(so));
   if (!server.ok()) return Fail(server.status());
 
   std::unique_ptr<http::Server> health;

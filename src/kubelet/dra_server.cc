@@ -162,7 +162,7 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
                        reg::PluginInfo* info) override {
     info->set_type(std::string(kDraPluginType));
     info->set_name(options_.driver_name);
-    info->set_endpoint(dra_socket_);
+    info->set_endpoint(options_.endpoint.empty() ? dra_socket_ : options_.endpoint);
     info->add_supported_versions(std::string(kDraV1Version));
     info->add_supported_versions(std::string(kDraV1beta1Version));
     return grpc::Status::OK;

@@ -49,6 +49,10 @@ struct DraPluginServerOptions {
   std::string driver_name;   // e.g. gpu.nvidia.com
   std::string plugin_dir;    // the driver's own dir, created if missing
   std::string registry_dir;  // the kubelet's plugins_registry; must exist
+  // The DRA socket's path as the kubelet sees it, sent in GetInfo. Empty:
+  // <plugin_dir>/dra.sock. A plugin whose host directories are mounted
+  // elsewhere in its container (gpuop's /host/...) gives the host path.
+  std::string endpoint;
   // How long Start waits for dra.sock to answer before registering.
   std::chrono::milliseconds start_timeout{5000};
 };

@@ -189,6 +189,28 @@ TEST_F(DraPluginServerTest, KubeletRegistersItAndChoosesV1) {
   EXPECT_EQ(state.error, "");
 }
 
+// A plugin sees the host's kubelet directory elsewhere in its container
+// (gpuop mounts it at /host/var/lib/kubelet): it tells the kubelet the host
+// path, and the kubelet, whose "/" is the node root, reaches it there.
+TEST_F(DraPluginServerTest, AdvertisedEndpointIsTheNodesPath) {
+  const std::string node_root = dir_ / "node";
+  const std::string host_plugin_dir = "/var/lib/kubelet/plugins/gpu.nvidia.com";
+  DraPluginServerOptions o = Options();
+  o.plugin_dir = node_root + host_plugin_dir;
+  o.endpoint = host_plugin_dir + "/dra.sock";
+  auto server = DraPluginServer::Start(&driver_, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  sim::DraKubeletOptions ko;
+  ko.node_root = node_root;
+  auto client = DraKubeletClient::Register(RegSocket(), ko);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_EQ((*client)->registration().endpoint, host_plugin_dir + "/dra.sock");
+  EXPECT_EQ((*client)->registration().dial_path, node_root + host_plugin_dir + "/dra.sock");
+  auto out = (*client)->Prepare({{"ns", "uid-1", "claim"}});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->count("uid-1"), 1u);
+}
+
 TEST_F(DraPluginServerTest, PrepareAndUnprepareOverV1CarryEveryField) {
   auto server = Serve();
   auto client = RegisterClient(RegSocket());
