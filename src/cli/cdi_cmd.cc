@@ -22,7 +22,6 @@ namespace gpuop::cli {
 namespace {
 
 // Where gpuop is installed on the host by the toolkit DaemonSet.
-constexpr const char* kToolkitHookPath = "/usr/local/nvidia/toolkit/gpuop";
 
 struct GenerateFlags {
   std::string driver_root = "/";
@@ -42,12 +41,6 @@ int Fail(const Status& s) {
   return kExitFailure;
 }
 
-std::string SelfPath() {
-  char buf[PATH_MAX];
-  if (::realpath("/proc/self/exe", buf) == nullptr) return "";
-  return buf;
-}
-
 int Generate(const GlobalOptions& g, const GenerateFlags& f) {
   toolkit::CdiGenerateOptions opt;
   opt.host_root = g.host_root;
@@ -62,7 +55,7 @@ int Generate(const GlobalOptions& g, const GenerateFlags& f) {
   opt.name_strategies = std::move(*strategies);
   opt.hook_path = f.hook_path;
   if (opt.hook_path.empty()) {
-    opt.hook_path = JoinRoot(g.host_root, "/") == "/" ? SelfPath() : kToolkitHookPath;
+    opt.hook_path = DefaultCdiHookPath(g);
     if (opt.hook_path.empty()) {
       return Fail(InvalidArgument("cannot find this executable's path; pass --hook-path"));
     }

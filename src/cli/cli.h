@@ -114,4 +114,11 @@ class StopSignals {
 // The NVML library path the user chose, or the driver's default soname.
 std::string NvmlLibraryPath(const GlobalOptions& g);
 
+// Where the toolkit installs gpuop on a node: the CDI hook binary specs name.
+inline constexpr const char* kToolkitHookPath = "/usr/local/nvidia/toolkit/gpuop";
+// The CDI hook path a spec written here names: kToolkitHookPath when the
+// command runs for a node under --host-root (in a pod), else this
+// executable; "" when its path cannot be read.
+std::string DefaultCdiHookPath(const GlobalOptions& g);
+
 }  // namespace gpuop::cli

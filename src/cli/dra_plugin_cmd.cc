@@ -7,9 +7,6 @@
 // and registers with the kubelet (kubelet/dra_server.h). Paths are host
 // paths under --host-root. Exit 0 on SIGTERM/SIGINT, 1 when it cannot start,
 // 2 on a bad flag.
-#include <unistd.h>
-
-#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -36,7 +33,6 @@
 namespace gpuop::cli {
 namespace {
 
-constexpr const char* kToolkitHookPath = "/usr/local/nvidia/toolkit/gpuop";
 
 struct DraPluginFlags {
   std::string node_name;
@@ -54,12 +50,6 @@ struct DraPluginFlags {
 int Fail(const Status& s) {
   std::fprintf(stderr, "gpuop dra-plugin: %s\n", s.message().c_str());
   return kExitFailure;
-}
-
-std::string SelfPath() {
-  char buf[PATH_MAX];
-  if (::realpath("/proc/self/exe", buf) == nullptr) return "";
-  return buf;
 }
 
 // The health monitor's open faults as the slices' taints want them: per GPU
@@ -160,9 +150,9 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   options.cdi_root = JoinRoot(g.host_root, f.cdi_root);
   options.cdi.driver_root = roots.driver_root;
   options.cdi.dev_root = roots.dev_root;
-  options.cdi.hook_path = f.hook_path;
+  options.cdi.hook_path = f.hook_path.empty() ? DefaultCdiHookPath(g) : f.hook_path;
   if (options.cdi.hook_path.empty()) {
-    options.cdi.hook_path = JoinRoot(g.host_root, "/") == "/" ? SelfPath() : kToolkitHookPath;
+    return Fail(InvalidArgument("cannot find this executable's path; pass --hook-path"));
   }
   Status made = MakeDirs(options.cdi_root);
   if (!made.ok()) return Fail(made.Annotate("--cdi-root"));

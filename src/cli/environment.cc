@@ -1,8 +1,10 @@
-// ProcessEnvironment and NodeKernelModules (cli.h).
+// ProcessEnvironment, NodeKernelModules and DefaultCdiHookPath (cli.h).
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 
+#include "base/files.h"
 #include "cli/cli.h"
 #include "sim/host/sim_kernel.h"
 
@@ -24,6 +26,13 @@ Result<std::unique_ptr<host::KernelModules>> NodeKernelModules(const std::string
   // /proc/modules is the kernel's whatever the mount namespace; /sys/module
   // is read through the host root the chart mounts.
   return host::SystemKernelModules("/", host_root);
+}
+
+std::string DefaultCdiHookPath(const GlobalOptions& g) {
+  if (JoinRoot(g.host_root, "/") != "/") return kToolkitHookPath;
+  char buf[PATH_MAX];
+  if (::realpath("/proc/self/exe", buf) == nullptr) return "";
+  return buf;
 }
 
 }  // namespace gpuop::cli

@@ -36,10 +36,6 @@ done
 
 dir=$(mktemp -d /tmp/gpuop-dra.XXXX)
 export KUBECONFIG="$dir/kubeconfig"
-failures=0
-failed=()
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
-k() { kubectl --request-timeout=20s "$@"; }
 op_pid=""
 cleanup() {
   if ((failures > 0)); then
@@ -50,7 +46,7 @@ cleanup() {
     k get resourceclaims -A -o wide >&2 || true
     echo "--- DRA plugin logs (last 20 lines)" >&2
     k logs -n gpu-operator --tail 20 -l app=nvidia-dra-driver-kubelet-plugin --prefix >&2 || true
-    printf 'FAIL: %s\n' "${failed[@]}" >&2
+    report_failures
   fi
   [[ -n "$op_pid" ]] && kill "$op_pid" 2>/dev/null && wait "$op_pid" 2>/dev/null
   "$gpuop" sim cluster down --dir "$dir" >/dev/null 2>&1 || true
@@ -148,10 +144,12 @@ mig_published() {
 wait_until 60 "gpu-6 replaced by its 3g.40gb MIG device" mig_published
 
 echo "--- claims"
-cat > "$dir/claims.yaml" <<EOF
+# claim NAME PRODUCT: one gpu.nvidia.com device of that product.
+claim() {
+  cat <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: h100, namespace: default}
+metadata: {name: $1, namespace: default}
 spec:
   devices:
     requests:
@@ -159,32 +157,15 @@ spec:
       exactly:
         deviceClassName: gpu.nvidia.com
         selectors:
-        - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"}
+        - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == '$2'"}
 ---
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: shared, namespace: default}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: gpu.nvidia.com
-        selectors:
-        - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L40S'"}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: b200, namespace: default}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly:
-        deviceClassName: gpu.nvidia.com
-        selectors:
-        - cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"}
----
+EOF
+}
+{
+  claim h100 "NVIDIA H100 80GB HBM3"
+  claim shared "NVIDIA L40S"
+  claim b200 "NVIDIA B200"
+  cat <<EOF
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: mig-1g10gb, namespace: default}
@@ -198,6 +179,7 @@ spec:
           selectors:
           - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}
 EOF
+} > "$dir/claims.yaml"
 k apply -f "$dir/claims.yaml" >/dev/null
 pod() { # NAME CLAIM-ENTRY RESTART
   cat <<EOF
@@ -227,7 +209,14 @@ EOF
   pod on-b200 "{name: gpu, resourceClaimName: b200}" Never
 } > "$dir/pods.yaml"
 k apply -f "$dir/pods.yaml" >/dev/null
-gpu_lines() { k logs "$1" 2>/dev/null | grep '^GPU ' || true; }
+# The GPUs a pod's last complete run listed (its container restarts: the
+# current run may not have printed yet).
+gpu_lines() {
+  local out
+  out=$(k logs "$1" 2>/dev/null | grep '^GPU ' || true)
+  [[ -n "$out" ]] || out=$(k logs --previous "$1" 2>/dev/null | grep '^GPU ' || true)
+  echo "$out"
+}
 for p in on-h100 mig share-a share-b; do
   wait_until 120 "pod $p ran" bash -c "kubectl logs $p 2>/dev/null | grep -q '^GPU '"
 done

@@ -29,10 +29,6 @@ done
 
 dir=$(mktemp -d /tmp/gpuop-du.XXXX)
 export KUBECONFIG="$dir/kubeconfig"
-failures=0
-failed=()
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
-k() { kubectl --request-timeout=20s "$@"; }
 op_pid="" watch_pid=""
 cleanup() {
   if ((failures > 0)); then
@@ -40,7 +36,7 @@ cleanup() {
     k get pods -A -o wide >&2 || true
     k get nodes -L nvidia.com/gpu-driver-upgrade-state >&2 || true
     k get events -A --sort-by=.lastTimestamp 2>/dev/null | grep -E "GPUDriver|Fail|BackOff" | tail -20 >&2 || true
-    printf 'FAIL: %s\n' "${failed[@]}" >&2
+    report_failures
   fi
   [[ -n "$watch_pid" ]] && kill "$watch_pid" 2>/dev/null
   [[ -n "$op_pid" ]] && kill "$op_pid" 2>/dev/null && wait "$op_pid" 2>/dev/null

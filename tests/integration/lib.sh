@@ -24,6 +24,17 @@ wait_emulator() {
   return 1
 }
 
+# fail WHAT: a failed check, counted; the script goes on, and
+# report_failures (in its exit trap) lists every one again at the end, where
+# a long log is read. Scripts exit 1 when failures > 0.
+failures=0
+failed=()
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
+report_failures() { ((failures == 0)) || printf 'FAIL: %s\n' "${failed[@]}" >&2; }
+
+# k ARGS...: kubectl that gives up on a request the API does not answer.
+k() { kubectl --request-timeout=20s "$@"; }
+
 # wait_until SECONDS WHAT COMMAND...: runs COMMAND every half second until it
 # succeeds; after SECONDS, calls the script's `fail "timed out ..."` and
 # returns 1.

@@ -46,10 +46,6 @@ done
 
 dir=$(mktemp -d /tmp/gpuop-sc.XXXX)
 export KUBECONFIG="$dir/kubeconfig"
-failures=0
-failed=()
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
-k() { kubectl --request-timeout=20s "$@"; }
 op_pid=""
 cleanup() {
   if ((failures > 0)); then
@@ -60,7 +56,7 @@ cleanup() {
     echo "--- device plugin on dgx-h100 (last 20 lines)" >&2
     k logs -n gpu-operator --tail 20 -l app=nvidia-device-plugin-daemonset --prefix >&2 || true
     # Last, so that the end of a long log names what failed.
-    printf 'FAIL: %s\n' "${failed[@]}" >&2
+    report_failures
   fi
   [[ -n "$op_pid" ]] && kill "$op_pid" 2>/dev/null && wait "$op_pid" 2>/dev/null
   "$gpuop" sim cluster down --dir "$dir" >/dev/null 2>&1 || true

@@ -2,27 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/simcluster/dra_fixtures.h"
+
 namespace gpuop::simcluster {
 namespace {
+
+using testing::DeviceClass;
 
 using kube::Json;
 
 constexpr const char* kDriver = "gpu.nvidia.com";
 
-// NVIDIA's DeviceClasses (facts/dra.md §4.2).
-Json DeviceClass(const std::string& name, const std::string& type, Json config = nullptr) {
-  Json c = {{"apiVersion", "resource.k8s.io/v1"},
-            {"kind", "DeviceClass"},
-            {"metadata", {{"name", name}}},
-            {"spec",
-             {{"selectors", Json::array({{{"cel",
-                                           {{"expression",
-                                             "device.driver == 'gpu.nvidia.com' && "
-                                             "device.attributes['gpu.nvidia.com'].type == '" +
-                                                 type + "'"}}}}})}}}};
-  if (!config.is_null()) c["spec"]["config"] = config;
-  return c;
-}
 
 Json Gpu(int minor, const std::string& product, int numa, const std::string& memory) {
   return {{"name", "gpu-" + std::to_string(minor)},

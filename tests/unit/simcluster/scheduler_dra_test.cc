@@ -6,9 +6,12 @@
 #include "base/strings.h"
 #include "sim/cluster/scheduler.h"
 #include "tests/unit/simcluster/controllers_testing.h"
+#include "tests/unit/simcluster/dra_fixtures.h"
 
 namespace gpuop::simcluster {
 namespace {
+
+using testing::DeviceClass;
 
 using ::gpuop::testing::WaitFor;
 using testing::CreateNode;
@@ -16,17 +19,6 @@ namespace res = kube::resources;
 
 constexpr const char* kDriver = "gpu.nvidia.com";
 
-Json DeviceClass(const std::string& name, const std::string& type) {
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "DeviceClass"},
-          {"metadata", {{"name", name}}},
-          {"spec",
-           {{"selectors", Json::array({{{"cel",
-                                         {{"expression",
-                                           "device.driver == 'gpu.nvidia.com' && "
-                                           "device.attributes['gpu.nvidia.com'].type == '" +
-                                               type + "'"}}}}})}}}};
-}
 
 Json Gpu(int minor, const std::string& product) {
   return {{"name", "gpu-" + std::to_string(minor)},
