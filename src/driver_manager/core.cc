@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/strings.h"
+#include "kube/dra_claims.h"
 #include "kube/object.h"
 
 namespace gpuop::driver_manager {
@@ -109,13 +110,23 @@ Json LabelPatch(const std::map<std::string, std::string>& changes) {
   return Json{{"metadata", {{"labels", std::move(labels)}}}};
 }
 
-bool IsGpuPod(const Json& pod) {
+bool IsGpuPod(const Json& pod, const std::set<std::string>& gpu_claims) {
   const Json& containers = Field(Field(pod, "spec"), "containers");
-  if (!containers.is_array()) return false;
-  for (const Json& c : containers) {
-    if (NamesGpuResource(Field(c, "resources"))) return true;
+  if (containers.is_array()) {
+    for (const Json& c : containers) {
+      if (NamesGpuResource(Field(c, "resources"))) return true;
+    }
   }
-  return false;
+  return kube::UsesAnyClaim(pod, gpu_claims);
+}
+
+std::vector<Json> LivePodsWithClaims(const std::vector<Json>& pods,
+                                     const std::set<std::string>& gpu_claims) {
+  std::vector<Json> out;
+  for (const Json& pod : pods) {
+    if (!kube::IsPodTerminal(pod) && kube::UsesAnyClaim(pod, gpu_claims)) out.push_back(pod);
+  }
+  return out;
 }
 
 bool IsDaemonSetPod(const Json& pod) {
@@ -157,10 +168,10 @@ std::string PodList(const std::vector<Json>& pods, size_t max) {
 }
 
 EvictionPlan PlanEviction(const std::vector<Json>& pods, const EvictionFlags& flags,
-                          bool only_gpu_pods) {
+                          bool only_gpu_pods, const std::set<std::string>& gpu_claims) {
   EvictionPlan plan;
   for (const Json& pod : pods) {
-    if (only_gpu_pods && !IsGpuPod(pod)) continue;
+    if (only_gpu_pods && !IsGpuPod(pod, gpu_claims)) continue;
     if (IsMirrorPod(pod)) {
       if (only_gpu_pods) {
         plan.refused.push_back(PodKey(pod) +

@@ -16,6 +16,7 @@
 #include "base/strings.h"
 #include "driver_manager/core.h"
 #include "host/driver_files.h"
+#include "kube/dra_claims.h"
 #include "kube/object.h"
 #include "nvml/client.h"
 
@@ -167,6 +168,10 @@ class Run {
     } else if (policy_.drain) {
       GPUOP_RETURN_IF_ERROR(DrainOrFail());
     }
+
+    // No pod may still use a GPU through a DRA claim (NVIDIA's step 7):
+    // pausing the DRA driver would pull the devices from under it.
+    GPUOP_RETURN_IF_ERROR(NoLivePodsWithGpuClaims());
 
     // 5. The DRA driver's kubelet plugin, once no GPU pod needs its claims.
     GPUOP_RETURN_IF_ERROR(PauseLabels({DeployLabel(kDraDriverComponent)}));
@@ -415,9 +420,15 @@ class Run {
     return {.force = o_.drain_use_force, .delete_emptydir_data = o_.drain_delete_emptydir_data};
   }
 
+  // "ns/name" of the claims gpu.nvidia.com allocated (none without DRA).
+  Result<std::set<std::string>> GpuClaims() {
+    return kube::ListClaimsAllocatedBy(deps_.client, kube::kGpuDraDriver);
+  }
+
   Status EvictGpuPods() {
+    GPUOP_ASSIGN_OR_RETURN(std::set<std::string> claims, GpuClaims());
     GPUOP_ASSIGN_OR_RETURN(std::vector<Json> pods, PodsOnNode());
-    EvictionPlan plan = PlanEviction(pods, Flags(), /*only_gpu_pods=*/true);
+    EvictionPlan plan = PlanEviction(pods, Flags(), /*only_gpu_pods=*/true, claims);
     if (!plan.refused.empty()) {
       return FailedPrecondition("cannot evict all GPU pods from node " + o_.node_name +
                                 ", so none was evicted: " + Join(plan.refused, "; "));
@@ -428,6 +439,24 @@ class Run {
            "evicted " + std::to_string(plan.evict.size()) + " GPU pod(s) from node " +
                o_.node_name + ": " + PodList(plan.evict));
     return Status::Ok();
+  }
+
+  Status NoLivePodsWithGpuClaims() {
+    auto claims = GpuClaims();
+    if (!claims.ok()) return Fail(claims.status(), kReasonFailed);
+    if (claims->empty()) return Status::Ok();
+    auto pods = PodsOnNode();
+    if (!pods.ok()) return Fail(pods.status(), kReasonFailed);
+    std::vector<Json> holding = LivePodsWithClaims(*pods, *claims);
+    if (holding.empty()) return Status::Ok();
+    const std::string fix = policy_.upgrade_controller_owns || policy_.evict
+                                ? "delete them"
+                                : "delete them, or set ENABLE_GPU_POD_EVICTION=true so they are "
+                                  "evicted";
+    return Fail(FailedPrecondition("pods on node " + o_.node_name + " still hold GPUs through " +
+                                   std::string(kube::kGpuDraDriver) +
+                                   " ResourceClaims: " + PodList(holding) + "; " + fix),
+                kReasonDraClaimsHeld);
   }
 
   Status DrainOrFail() {
@@ -468,10 +497,11 @@ class Run {
   // /dev/nvidia* open.
   std::string Holders() {
     std::vector<std::string> parts;
+    const std::set<std::string> claims = GpuClaims().value_or({});
     if (auto pods = PodsOnNode(); pods.ok()) {
       std::vector<Json> gpu_pods;
       for (const Json& p : *pods) {
-        if (IsGpuPod(p)) gpu_pods.push_back(p);
+        if (IsGpuPod(p, claims)) gpu_pods.push_back(p);
       }
       if (!gpu_pods.empty()) parts.push_back("GPU pods still on the node: " + PodList(gpu_pods));
     }

@@ -10,11 +10,13 @@
 //      cordon it made, succeed. Nothing is paused or evicted.
 //   3. Pause the operands (deploy labels), wait (bounded) for their pods to
 //      leave the node.
-//   4. Cordon (marked as gpuop's), evict the GPU pods through policy/v1
-//      Eviction, all or nothing, retrying PodDisruptionBudget refusals until
-//      DRAIN_TIMEOUT; drain the node instead when that fails and auto-drain is
-//      on. The upgrade controller's annotation turns both off.
-//   5. Pause the DRA driver; wait for its kubelet plugin to leave.
+//   4. Cordon (marked as gpuop's), evict the GPU pods (gpu.nvidia.com DRA
+//      claims included) through policy/v1 Eviction, all or nothing, retrying
+//      PodDisruptionBudget refusals until DRAIN_TIMEOUT; drain the node
+//      instead when that fails and auto-drain is on. The upgrade
+//      controller's annotation turns both off.
+//   5. Fail if a live pod on the node still uses a gpu.nvidia.com claim;
+//      pause the DRA driver; wait for its kubelet plugin to leave.
 //   6. Unload the modules (kNvidiaModulesUnloadOrder); a refusal names the
 //      pods and processes holding the GPUs. Delete the stale pidfile.
 //   7. Restore the labels; uncordon only if this manager cordoned.
@@ -52,6 +54,7 @@ inline constexpr const char* kReasonGpuPodsEvicted = "GPUDriverManagerGPUPodsEvi
 inline constexpr const char* kReasonEvictionFailed = "GPUDriverManagerEvictionFailed";
 inline constexpr const char* kReasonDrained = "GPUDriverManagerDrained";
 inline constexpr const char* kReasonDrainFailed = "GPUDriverManagerDrainFailed";
+inline constexpr const char* kReasonDraClaimsHeld = "GPUDriverManagerDRAClaimsHeld";
 inline constexpr const char* kReasonUnloadFailed = "GPUDriverManagerUnloadFailed";
 inline constexpr const char* kReasonUnloaded = "GPUDriverManagerDriverUnloaded";
 inline constexpr const char* kReasonFailed = "GPUDriverManagerFailed";

@@ -113,11 +113,13 @@ Rbac RbacFor(Component c) {
   switch (c) {
     case Component::kDriver:
       // driver-manager: cordon/label its node, watch the pods on it (its own
-      // included) and evict GPU pods anywhere; Events about its Node go to
-      // the default namespace.
+      // included) and evict GPU pods anywhere, those holding gpu.nvidia.com
+      // claims (any namespace) included; Events about its Node go to the
+      // default namespace.
       return {.cluster = {{"", {"nodes"}, kReadPatch},
                           {"", {"pods"}, {"get", "list", "watch"}},
                           {"", {"pods/eviction"}, {"create"}},
+                          {"resource.k8s.io", {"resourceclaims"}, {"get", "list"}},
                           {"", {"events"}, {"create", "patch"}}},
               .namespaced = {}};
     case Component::kContainerToolkit:

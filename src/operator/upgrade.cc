@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "base/strings.h"
+#include "kube/dra_claims.h"
 #include "kube/object.h"
 
 namespace gpuop::op::upgrade {
@@ -491,7 +492,7 @@ int64_t MaxUnavailable(const UpgradePolicy& policy, int64_t total) {
   return static_cast<int64_t>(ParseUint(s).value_or(0));
 }
 
-PodInfo ReadPod(const Json& pod) {
+PodInfo ReadPod(const Json& pod, const std::set<std::string>& gpu_claims) {
   PodInfo p;
   p.ns = kube::Namespace(pod);
   p.name = kube::Name(pod);
@@ -510,6 +511,7 @@ PodInfo ReadPod(const Json& pod) {
   for (const Json& c : At(spec, "containers").is_array() ? At(spec, "containers") : Json::array()) {
     if (HasGpuRequest(At(c, "resources"))) p.gpu = true;
   }
+  if (kube::UsesAnyClaim(pod, gpu_claims)) p.gpu = true;
   for (const Json& v : At(spec, "volumes").is_array() ? At(spec, "volumes") : Json::array()) {
     if (v.contains("emptyDir")) p.empty_dir = true;
   }

@@ -24,6 +24,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -121,14 +122,18 @@ struct PodInfo {
   bool terminating = false;
   std::string controller_kind;  // of the controller owner reference; "": none
   std::string controller_name;
-  bool gpu = false;        // a regular container asks for nvidia.com/gpu* or nvidia.com/mig-*
-  bool empty_dir = false;  // mounts an emptyDir volume
+  // A regular container asks for nvidia.com/gpu* or nvidia.com/mig-*, or the
+  // pod uses a claim gpu.nvidia.com allocated.
+  bool gpu = false;
+  bool empty_dir = false;          // mounts an emptyDir volume
   int64_t restarts_not_ready = 0;  // most restarts of a container not Ready
   std::string revision_hash;       // controller-revision-hash label
   std::string config_digest;       // DRIVER_CONFIG_DIGEST of its containers
   bool mirror = false;             // a static pod's mirror
 };
-PodInfo ReadPod(const Json& pod);
+// `gpu_claims`: "ns/name" of the ResourceClaims gpu.nvidia.com allocated
+// (kube::ListClaimsAllocatedBy); a pod using one is a GPU pod.
+PodInfo ReadPod(const Json& pod, const std::set<std::string>& gpu_claims = {});
 
 // A driver DaemonSet: its current revision and its template's config digest.
 struct DriverDaemonSet {

@@ -1,9 +1,12 @@
 #include "operator/upgrade_controller.h"
 
 #include <map>
+#include <optional>
+#include <set>
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "kube/dra_claims.h"
 #include "kube/object.h"
 #include "operator/node_labels.h"
 
@@ -143,6 +146,9 @@ kube::ReconcileResult UpgradeController::Reconcile() {
     in.daemonsets[d.name] = d;
   }
 
+  // Read only when a node evicts GPU pods: a pod holding a gpu.nvidia.com
+  // claim is one (listed once per pass, cluster-wide).
+  std::optional<std::set<std::string>> gpu_claims;
   std::map<std::string, kube::ObjectPtr> node_objects;
   for (const kube::ObjectPtr& node : nodes_->List()) {
     const std::string name = kube::Name(*node);
@@ -167,7 +173,14 @@ kube::ReconcileResult UpgradeController::Reconcile() {
         return kube::ReconcileResult::Error(
             pods.status().Annotate("listing the pods of node " + name + " (needs list on pods)"));
       }
-      for (const Json& p : pods->items) n.pods.push_back(up::ReadPod(p));
+      if (listing == up::PodListing::kAllOnNode && !gpu_claims) {
+        auto claims = kube::ListClaimsAllocatedBy(client_, kube::kGpuDraDriver);
+        if (!claims.ok()) return kube::ReconcileResult::Error(claims.status());
+        gpu_claims = std::move(claims).value();
+      }
+      static const std::set<std::string> kNoClaims;
+      const std::set<std::string>& claims = gpu_claims ? *gpu_claims : kNoClaims;
+      for (const Json& p : pods->items) n.pods.push_back(up::ReadPod(p, claims));
     }
     node_objects[name] = node;
     in.nodes.push_back(std::move(n));

@@ -3,7 +3,9 @@
 // reads every node, the driver DaemonSets, their ControllerRevisions and
 // pods and the validator pods from informer caches, lists the workload pods
 // of the nodes whose state needs them (field selector spec.nodeName=<node>),
-// asks PlanUpgrade what to do and does it: driver pod deletes, policy/v1
+// and, for a node evicting GPU pods, the ResourceClaims gpu.nvidia.com
+// allocated (none where resource.k8s.io/v1 is not served), asks
+// PlanUpgrade what to do and does it: driver pod deletes, policy/v1
 // Evictions (a 429 is a PodDisruptionBudget: retried next pass until
 // podDeletion.timeoutSeconds), one merge patch per node (state label,
 // annotations, cordon), Events with reason GPUDriverUpgrade on the Node.

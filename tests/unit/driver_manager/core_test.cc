@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "driver_manager/options.h"
 
 namespace gpuop::driver_manager {
@@ -102,18 +104,71 @@ Json WithResources(Json resources) {
 }
 
 TEST(IsGpuPodTest, LimitsOrRequestsOfGpuOrMigResourcesInRegularContainers) {
-  EXPECT_TRUE(IsGpuPod(Pod("ml", "a", WithResources({{"limits", {{"nvidia.com/gpu", "1"}}}}))));
+  EXPECT_TRUE(IsGpuPod(Pod("ml", "a", WithResources({{"limits", {{"nvidia.com/gpu", "1"}}}})), {}));
+  EXPECT_TRUE(IsGpuPod(
+      Pod("ml", "b", WithResources({{"requests", {{"nvidia.com/gpu.shared", "1"}}}})), {}));
   EXPECT_TRUE(
-      IsGpuPod(Pod("ml", "b", WithResources({{"requests", {{"nvidia.com/gpu.shared", "1"}}}}))));
-  EXPECT_TRUE(
-      IsGpuPod(Pod("ml", "c", WithResources({{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}}))));
-  EXPECT_FALSE(IsGpuPod(Pod("ml", "d", WithResources({{"limits", {{"cpu", "1"}}}}))));
-  EXPECT_FALSE(IsGpuPod(Pod("ml", "e", WithResources({{"limits", {{"example.com/gpu", "1"}}}}))));
+      IsGpuPod(Pod("ml", "c", WithResources({{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}})), {}));
+  EXPECT_FALSE(IsGpuPod(Pod("ml", "d", WithResources({{"limits", {{"cpu", "1"}}}})), {}));
+  EXPECT_FALSE(
+      IsGpuPod(Pod("ml", "e", WithResources({{"limits", {{"example.com/gpu", "1"}}}})), {}));
   Json init_only{
       {"initContainers",
        Json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
       {"containers", Json::array({{{"name", "c"}}})}};
-  EXPECT_FALSE(IsGpuPod(Pod("ml", "f", init_only)));
+  EXPECT_FALSE(IsGpuPod(Pod("ml", "f", init_only), {}));
+}
+
+// A pod whose claim `claim` is named directly, or made from a template and
+// named in its status, as the resource claim controller records it.
+Json ClaimPod(const std::string& name, const std::string& claim, bool from_template) {
+  Json spec = WithResources(Json::object());
+  Json status = Json::object();
+  if (from_template) {
+    spec["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "t"}}});
+    status["resourceClaimStatuses"] =
+        Json::array({{{"name", "other"}, {"resourceClaimName", "unrelated"}},
+                     {{"name", "gpu"}, {"resourceClaimName", claim}}});
+  } else {
+    spec["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", claim}}});
+  }
+  Json pod = Pod("ml", name, spec);
+  pod["status"] = status;
+  return pod;
+}
+
+TEST(IsGpuPodTest, APodUsingAClaimGpuNvidiaComAllocatedIsOne) {
+  const std::set<std::string> gpu_claims = {"ml/gpu-claim", "ml/pod-b-gpu-x7k"};
+  EXPECT_TRUE(IsGpuPod(ClaimPod("a", "gpu-claim", false), gpu_claims));
+  EXPECT_TRUE(IsGpuPod(ClaimPod("b", "pod-b-gpu-x7k", true), gpu_claims));
+  // Another driver's claim, a claim of the same name in another namespace,
+  // a template whose claim is not made yet, a cluster without DRA: not GPU pods.
+  EXPECT_FALSE(IsGpuPod(ClaimPod("c", "nic-claim", false), gpu_claims));
+  Json elsewhere = ClaimPod("d", "gpu-claim", false);
+  elsewhere["metadata"]["namespace"] = "web";
+  EXPECT_FALSE(IsGpuPod(elsewhere, gpu_claims));
+  Json unmade = ClaimPod("e", "x", true);
+  unmade["status"] = Json::object();
+  EXPECT_FALSE(IsGpuPod(unmade, gpu_claims));
+  EXPECT_FALSE(IsGpuPod(ClaimPod("a", "gpu-claim", false), {}));
+
+  std::vector<Json> pods = {ClaimPod("a", "gpu-claim", false), ClaimPod("c", "nic-claim", false),
+                            Pod("ml", "cpu", WithResources(Json::object()))};
+  EvictionPlan plan = PlanEviction(pods, {}, /*only_gpu_pods=*/true, gpu_claims);
+  EXPECT_TRUE(plan.refused.empty());
+  EXPECT_EQ(PodList(plan.evict), "ml/a");
+  EXPECT_TRUE(PlanEviction(pods, {}, /*only_gpu_pods=*/true).evict.empty());
+}
+
+TEST(LivePodsWithClaimsTest, UnfinishedPodsUsingAGpuClaim) {
+  const std::set<std::string> gpu_claims = {"ml/gpu-claim"};
+  Json done = ClaimPod("done", "gpu-claim", false);
+  done["status"]["phase"] = "Succeeded";
+  Json running = ClaimPod("running", "gpu-claim", false);
+  running["status"]["phase"] = "Running";
+  std::vector<Json> pods = {done, running, ClaimPod("nic", "nic-claim", false)};
+  EXPECT_EQ(PodList(LivePodsWithClaims(pods, gpu_claims)), "ml/running");
+  EXPECT_TRUE(LivePodsWithClaims(pods, {}).empty());
 }
 
 TEST(IsOperandPodTest, OperandAppsInTheOperatorNamespaceAndClientDaemonSets) {

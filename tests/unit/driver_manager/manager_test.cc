@@ -135,6 +135,56 @@ class DriverManagerTest : public ::testing::Test {
     ASSERT_TRUE(made.ok()) << made.status().message();
   }
 
+  // ResourceClaim ns/`name`, allocated by `driver` as the scheduler does
+  // (status.allocation through the status subresource).
+  void CreateClaim(const std::string& ns, const std::string& name, const std::string& driver) {
+    const Json request{{"name", "gpu"}, {"exactly", {{"deviceClassName", driver}}}};
+    Json claim{{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaim"},
+               {"metadata", {{"name", name}, {"namespace", ns}}},
+               {"spec", {{"devices", {{"requests", Json::array({request})}}}}}};
+    auto made = client().Create(res::kResourceClaims, ns, claim);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    Json allocated = *made;
+    allocated["status"]["allocation"]["devices"]["results"] = Json::array(
+        {{{"request", "gpu"}, {"driver", driver}, {"pool", kNode}, {"device", "gpu-0"}}});
+    auto updated = client().UpdateStatus(res::kResourceClaims, allocated);
+    ASSERT_TRUE(updated.ok()) << updated.status().message();
+  }
+
+  // A pod on the node using claim `claim`: by name, or made from a template
+  // and named in the pod's status as the resource claim controller does.
+  void CreateClaimPod(const std::string& ns, const std::string& name, const std::string& claim,
+                      bool from_template) {
+    Json ref{{"name", "gpu"}};
+    if (from_template) {
+      ref["resourceClaimTemplateName"] = "gpu-template";
+    } else {
+      ref["resourceClaimName"] = claim;
+    }
+    Json pod{{"apiVersion", "v1"},
+             {"kind", "Pod"},
+             {"metadata",
+              {{"name", name},
+               {"namespace", ns},
+               {"ownerReferences", Json::array({CreateOwner("ReplicaSet", ns, name + "-owner")})}}},
+             {"spec",
+              {{"nodeName", kNode},
+               {"terminationGracePeriodSeconds", 0},
+               {"resourceClaims", Json::array({ref})},
+               {"containers", Json::array({{{"name", "c"},
+                                            {"image", "busybox"},
+                                            {"resources", {{"claims", {{{"name", "gpu"}}}}}}}})}}}};
+    auto made = client().Create(res::kPods, ns, pod);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    if (!from_template) return;
+    Json with_status = *made;
+    with_status["status"]["resourceClaimStatuses"] =
+        Json::array({{{"name", "gpu"}, {"resourceClaimName", claim}}});
+    auto updated = client().UpdateStatus(res::kPods, with_status);
+    ASSERT_TRUE(updated.ok()) << updated.status().message();
+  }
+
   // A controller that exists (made once), so the emulator's garbage
   // collector keeps its pods; nothing runs it.
   Json CreateOwner(const std::string& kind, const std::string& ns, const std::string& name) {
@@ -382,6 +432,77 @@ TEST_F(DriverManagerTest, GpuPodsAreEvictedAllOrNothing) {
   ASSERT_TRUE(forced.ok()) << forced.message();
   EXPECT_FALSE(PodExists("ml", "train-0"));
   EXPECT_FALSE(PodExists("ml", "bare-gpu"));
+}
+
+TEST_F(DriverManagerTest, PodsHoldingGpuNvidiaComClaimsAreEvictedLikeGpuPods) {
+  CreateNode(kDeployed);
+  CreateOperands();
+  CreateClaim("ml", "gpu-claim", "gpu.nvidia.com");
+  CreateClaim("ml", "dra-tmpl-gpu-x7k", "gpu.nvidia.com");
+  CreateClaim("ml", "nic-claim", "nic.example.com");
+  CreateClaimPod("ml", "dra-named", "gpu-claim", /*from_template=*/false);
+  CreateClaimPod("ml", "dra-tmpl", "dra-tmpl-gpu-x7k", /*from_template=*/true);
+  CreateClaimPod("ml", "nic-user", "nic-claim", /*from_template=*/false);
+
+  auto controller = DeleteOperandsWhenPaused();
+  Status s = RunManager();
+  controller.get();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(PodExists("ml", "dra-named"));
+  EXPECT_FALSE(PodExists("ml", "dra-tmpl"));
+  EXPECT_TRUE(PodExists("ml", "nic-user"));  // another driver's claim: not a GPU pod
+  EXPECT_EQ(kernel_.unloaded().size(), 3u);
+  auto events = NodeEvents();
+  auto evicted = events.find("GPUDriverManagerGPUPodsEvicted");
+  ASSERT_NE(evicted, events.end());
+  EXPECT_NE(evicted->second.find("evicted 2 GPU pod(s) from node gpu-1: ml/dra-named, ml/dra-tmpl"),
+            std::string::npos)
+      << evicted->second;
+}
+
+TEST_F(DriverManagerTest, WithoutTheResourceApiGpuPodsAreEvictedAsBefore) {
+  CreateNode(kDeployed);
+  CreateOperands();
+  CreatePod("ml", "train-0", {}, /*gpu=*/true);
+  CreatePod("ml", "web-0", {}, /*gpu=*/false);
+  CreateClaim("ml", "gpu-claim", "gpu.nvidia.com");
+  CreateClaimPod("ml", "dra-named", "gpu-claim", /*from_template=*/false);
+  // A cluster that does not serve resource.k8s.io/v1: no claim is seen, so
+  // no pod counts as a DRA GPU pod and the run is not failed by the 404.
+  ASSERT_TRUE(api_.server->faults().Set("error=404,verb=list,resource=resourceclaims").ok());
+
+  auto controller = DeleteOperandsWhenPaused();
+  Status s = RunManager();
+  controller.get();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(PodExists("ml", "train-0"));
+  EXPECT_TRUE(PodExists("ml", "web-0"));
+  EXPECT_TRUE(PodExists("ml", "dra-named"));
+  EXPECT_EQ(kernel_.unloaded().size(), 3u);
+}
+
+TEST_F(DriverManagerTest, APodStillHoldingAGpuClaimStopsTheReload) {
+  CreateNode(kDeployed);
+  CreateOperands();
+  CreateClaim("ml", "gpu-claim", "gpu.nvidia.com");
+  CreateClaimPod("ml", "dra-named", "gpu-claim", /*from_template=*/false);
+  o_.enable_gpu_pod_eviction = false;  // nothing evicts it
+
+  auto controller = DeleteOperandsWhenPaused();
+  Status s = RunManager();
+  controller.get();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("pods on node gpu-1 still hold GPUs through gpu.nvidia.com "
+                             "ResourceClaims: ml/dra-named"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("ENABLE_GPU_POD_EVICTION=true"), std::string::npos);
+  EXPECT_TRUE(PodExists("ml", "dra-named"));
+  EXPECT_TRUE(kernel_.unloaded().empty());
+  Labels labels = NodeLabels();
+  for (const auto& [k, v] : kDeployed) EXPECT_EQ(labels[k], v) << k;
+  EXPECT_EQ(NodeEvents().count("GPUDriverManagerDRAClaimsHeld"), 1u);
 }
 
 TEST_F(DriverManagerTest, APodDisruptionBudgetRefusalIsRetriedWithinTheDrainTimeout) {

@@ -769,6 +769,8 @@ TEST(RenderTest, RbacIsLeastPrivilege) {
               {"apiGroups":[""],"resources":["nodes"],"verbs":["get","list","watch","patch"]},
               {"apiGroups":[""],"resources":["pods"],"verbs":["get","list","watch"]},
               {"apiGroups":[""],"resources":["pods/eviction"],"verbs":["create"]},
+              {"apiGroups":["resource.k8s.io"],"resources":["resourceclaims"],
+               "verbs":["get","list"]},
               {"apiGroups":[""],"resources":["events"],"verbs":["create","patch"]}])"));
   // The validator: its node (the plugin check watches it), the workload pods
   // in its namespace, the DaemonSet they copy owner and tolerations from.

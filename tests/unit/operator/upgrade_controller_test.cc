@@ -172,6 +172,78 @@ class UpgradeControllerTest : public ::testing::Test {
     SetPodStatus(ns, name, ready, restarts);
   }
 
+  // ResourceClaim ml/`name`, allocated by `driver` as the scheduler does.
+  void CreateClaim(const std::string& name, const std::string& driver) {
+    const Json request{{"name", "gpu"}, {"exactly", {{"deviceClassName", driver}}}};
+    Json claim{{"apiVersion", "resource.k8s.io/v1"},
+               {"kind", "ResourceClaim"},
+               {"metadata", {{"name", name}, {"namespace", "ml"}}},
+               {"spec", {{"devices", {{"requests", Json::array({request})}}}}}};
+    auto made = client().Create(res::kResourceClaims, "ml", claim);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    Json allocated = *made;
+    allocated["status"]["allocation"]["devices"]["results"] = Json::array(
+        {{{"request", "gpu"}, {"driver", driver}, {"pool", "gpu-1"}, {"device", "gpu-0"}}});
+    auto updated = client().UpdateStatus(res::kResourceClaims, allocated);
+    ASSERT_TRUE(updated.ok()) << updated.status().message();
+  }
+
+  // A Running workload pod on gpu-1 using claim ml/`claim`: by name, or made
+  // from a template and named in its status (the resource claim controller's).
+  void CreateClaimPod(const std::string& name, const std::string& claim, bool from_template) {
+    Json ref{{"name", "gpu"}};
+    if (from_template) {
+      ref["resourceClaimTemplateName"] = "one-gpu";
+    } else {
+      ref["resourceClaimName"] = claim;
+    }
+    Json pod = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", name},
+          {"namespace", "ml"},
+          {"labels", {{"app", "train"}}},
+          {"ownerReferences", Json::array({workload_owner_})}}},
+        {"spec",
+         {{"nodeName", "gpu-1"},
+          {"resourceClaims", Json::array({ref})},
+          {"containers", Json::array({{{"name", "c"},
+                                       {"image", "img"},
+                                       {"resources", {{"claims", {{{"name", "gpu"}}}}}}}})}}}};
+    auto created = client().Create(res::kPods, "ml", pod);
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    SetPodStatus("ml", name, true, 0);
+    if (!from_template) return;
+    kube::PatchOptions status;
+    status.subresource = "status";
+    auto p = client().Patch(res::kPods, "ml", name, kube::PatchType::kMerge,
+                            {{"status",
+                              {{"resourceClaimStatuses",
+                                Json::array({{{"name", "gpu"}, {"resourceClaimName", claim}}})}}}},
+                            status);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+  }
+
+  // A new driver revision, and every node upgraded to it.
+  bool UpgradeAll() {
+    NewRevision("550.54.15");
+    return RunUntil([&](const auto& nodes) {
+      for (const auto& [name, n] : nodes) {
+        if (StateOf(n) != "upgrade-done") return false;
+      }
+      auto pods = client().List(res::kPods, kNs, {.label_selector = "app=nvidia-driver-daemonset"});
+      for (const Json& p : pods->items) {
+        if (kube::Label(p, "controller-revision-hash") != hash_) return false;
+      }
+      return true;
+    });
+  }
+
+  bool PodExists(const std::string& ns, const std::string& name) {
+    return client().Get(res::kPods, ns, name).ok();
+  }
+
   void SetPodStatus(const std::string& ns, const std::string& name, bool ready, int restarts) {
     const char* r = ready ? "True" : "False";
     kube::PatchOptions status;
@@ -449,6 +521,41 @@ TEST_F(UpgradeControllerTest, AnEvictionAPodDisruptionBudgetRefusesFailsTheNodeA
   for (const char* other : {"gpu-2", "gpu-3"}) {
     EXPECT_EQ(StateOf(nodes[other]), "upgrade-required") << other;
   }
+}
+
+TEST_F(UpgradeControllerTest, PodsHoldingGpuNvidiaComClaimsAreEvicted) {
+  CreateClaim("shared-gpu", "gpu.nvidia.com");
+  CreateClaim("tmpl-gpu-7xk", "gpu.nvidia.com");
+  CreateClaim("nic", "nic.example.com");
+  CreateClaimPod("dra-named", "shared-gpu", /*from_template=*/false);
+  CreateClaimPod("dra-tmpl", "tmpl-gpu-7xk", /*from_template=*/true);
+  CreateClaimPod("nic-user", "nic", /*from_template=*/false);
+  StartController();
+  ASSERT_TRUE(AllIn("upgrade-done"));
+  ASSERT_TRUE(UpgradeAll());
+  EXPECT_FALSE(PodExists("ml", "dra-named"));
+  EXPECT_FALSE(PodExists("ml", "dra-tmpl"));
+  EXPECT_FALSE(PodExists("ml", "train-gpu-1"));
+  EXPECT_TRUE(PodExists("ml", "nic-user")) << "another driver's claim: not a GPU pod";
+  bool said = false;
+  for (const std::string& m : EventsAbout("gpu-1")) {
+    said = said || (m.find("ml/dra-named") != std::string::npos &&
+                    m.find("ml/dra-tmpl") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << "the eviction Event names the DRA pods";
+}
+
+TEST_F(UpgradeControllerTest, WithoutTheResourceApiGpuPodsAreEvictedAsBefore) {
+  CreateClaim("shared-gpu", "gpu.nvidia.com");
+  CreateClaimPod("dra-named", "shared-gpu", /*from_template=*/false);
+  // A cluster that does not serve resource.k8s.io/v1: no claim is seen and
+  // the 404 fails nothing.
+  ASSERT_TRUE(api_.server->faults().Set("error=404,verb=list,resource=resourceclaims").ok());
+  StartController();
+  ASSERT_TRUE(AllIn("upgrade-done"));
+  ASSERT_TRUE(UpgradeAll());
+  EXPECT_FALSE(PodExists("ml", "train-gpu-1"));
+  EXPECT_TRUE(PodExists("ml", "dra-named"));
 }
 
 TEST_F(UpgradeControllerTest, TurningAutoUpgradeOffRemovesTheLabels) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace gpuop::op::upgrade {
 namespace {
 
@@ -466,6 +468,27 @@ TEST(UpgradeReadTest, RevisionHashDigestAndPodView) {
   // An init container's GPU request alone does not make a GPU pod.
   pod["spec"]["containers"][0]["resources"] = Json::object();
   EXPECT_FALSE(ReadPod(pod).gpu);
+}
+
+TEST(ReadPodTest, APodUsingAClaimGpuNvidiaComAllocatedIsAGpuPod) {
+  Json named = Json::parse(R"({
+    "metadata": {"name": "named", "namespace": "ml"},
+    "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-gpu"}],
+             "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}})");
+  Json from_template = Json::parse(R"({
+    "metadata": {"name": "tmpl", "namespace": "ml"},
+    "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+             "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]},
+    "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "tmpl-gpu-7xk"}]}})");
+  // "ns/name" of the claims gpu.nvidia.com allocated; ml/nic is another driver's.
+  const std::set<std::string> gpu_claims = {"ml/shared-gpu", "ml/tmpl-gpu-7xk"};
+  EXPECT_TRUE(ReadPod(named, gpu_claims).gpu);
+  EXPECT_TRUE(ReadPod(from_template, gpu_claims).gpu);
+  named["spec"]["resourceClaims"][0]["resourceClaimName"] = "nic";
+  EXPECT_FALSE(ReadPod(named, gpu_claims).gpu);
+  // Without resource.k8s.io (no claims), as before.
+  EXPECT_FALSE(ReadPod(from_template, {}).gpu);
+  EXPECT_FALSE(ReadPod(from_template).gpu);
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+#include "kube/dra_claims.h"
+
+#include "kube/object.h"
+#include "kube/resource.h"
+
+namespace gpuop::kube {
+namespace {
+
+const Json& Field(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string StringField(const Json& obj, const char* key) {
+  const Json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+}  // namespace
+
+std::vector<std::string> PodClaimKeys(const Json& pod) {
+  std::vector<std::string> out;
+  const std::string ns = Namespace(pod);
+  const Json& claims = Field(Field(pod, "spec"), "resourceClaims");
+  const Json& statuses = Field(Field(pod, "status"), "resourceClaimStatuses");
+  if (!claims.is_array()) return out;
+  for (const Json& c : claims) {
+    std::string claim = StringField(c, "resourceClaimName");
+    if (claim.empty() && statuses.is_array()) {
+      const std::string name = StringField(c, "name");
+      for (const Json& s : statuses) {
+        if (StringField(s, "name") == name) claim = StringField(s, "resourceClaimName");
+      }
+    }
+    if (!claim.empty()) out.push_back(MakeKey(ns, claim));
+  }
+  return out;
+}
+
+bool IsAllocatedByDriver(const Json& claim, std::string_view driver) {
+  const Json& results =
+      Field(Field(Field(Field(claim, "status"), "allocation"), "devices"), "results");
+  if (!results.is_array()) return false;
+  for (const Json& r : results) {
+    if (StringField(r, "driver") == driver) return true;
+  }
+  return false;
+}
+
+bool UsesAnyClaim(const Json& pod, const std::set<std::string>& claims) {
+  if (claims.empty()) return false;
+  for (const std::string& key : PodClaimKeys(pod)) {
+    if (claims.contains(key)) return true;
+  }
+  return false;
+}
+
+Result<std::set<std::string>> ListClaimsAllocatedBy(Client& client, std::string_view driver) {
+  auto list = client.ListAll(resources::kResourceClaims, "");
+  if (!list.ok()) {
+    if (IsNotFound(list.status())) return std::set<std::string>{};  // no DRA in this cluster
+    return list.status().Annotate(
+        "listing the ResourceClaims of every namespace (needs list on "
+        "resourceclaims.resource.k8s.io)");
+  }
+  std::set<std::string> out;
+  for (const Json& claim : list->items) {
+    if (IsAllocatedByDriver(claim, driver)) out.insert(KeyOf(claim));
+  }
+  return out;
+}
+
+}  // namespace gpuop::kube
