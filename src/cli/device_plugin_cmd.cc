@@ -122,12 +122,18 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   if (!policy->Active()) LogInfo("health checks disabled (DP_DISABLE_HEALTHCHECKS)");
 
   deviceplugin::DevicePlugin plugin(**client, initial.config, options);
-  // Destroyed before `plugin` on every return: the watcher's thread, which
-  // may be inside plugin.Reload, is joined while the plugin still exists.
+  // Destroyed before `plugin` on every return (a health address that cannot
+  // bind among them): no callback is handed the plugin any more, and the
+  // watcher's thread, which may be inside plugin.Reload, is joined while the
+  // plugin still exists.
   struct StopWatcherFirst {
+    std::atomic<deviceplugin::DevicePlugin*>& running;
     deviceplugin::ConfigWatcher& watcher;
-    ~StopWatcherFirst() { watcher.Stop(); }
-  } stop_watcher_first{**watcher};
+    ~StopWatcherFirst() {
+      running = nullptr;
+      watcher.Stop();
+    }
+  } stop_watcher_first{running, **watcher};
   if (Status s = plugin.Start(); !s.ok()) return InitFailed(s, fail_on_init, signals);
   running = &plugin;
 

@@ -2,11 +2,13 @@
 # `gpuop device-plugin` end to end on a simulated dgx-h100 node, with the
 # environment the operator renders for its DaemonSet, against `gpuop sim
 # kubelet` (a fake kubelet printing JSON lines): a bad --config fails at start
-# with a clear error; the plugin registers nvidia.com/gpu and streams the
-# devices of the per-node config (DEFAULT_CONFIG: 2 replicas); a changed
-# config file, an XID and its reset, a MIG layout change and a kubelet
-# restart are all followed without a restart; SIGTERM exits 0 and removes the
-# socket. Every wait is on a condition with a generous deadline.
+# with a clear error, and so does a --health-addr in use (with a config
+# watcher running: no use after free of the plugin); the plugin registers
+# nvidia.com/gpu and streams the devices of the per-node config
+# (DEFAULT_CONFIG: 2 replicas); a changed config file, an XID and its reset,
+# a MIG layout change and a kubelet restart are all followed without a
+# restart; SIGTERM exits 0 and removes the socket. Every wait is on a
+# condition with a generous deadline.
 # Usage: device_plugin_test.sh BUILD_DIR
 set -euo pipefail
 
@@ -94,7 +96,7 @@ MIG_STRATEGY=mixed FAIL_ON_INIT_ERROR=true NVIDIA_DRIVER_ROOT=/ PASS_DEVICE_SPEC
   DEVICE_LIST_STRATEGY=envvar DEVICE_ID_STRATEGY=uuid CONFIG_FILE_SRCDIR="$tmp/configs" \
   NODE_LABEL=nvidia.com/device-plugin.config DEFAULT_CONFIG=shared NODE_NAME=node-1 \
   "$gpuop" --host-root "$root" device-plugin --rescan-interval 300ms \
-  --kubeconfig "$tmp/no-kubeconfig" >"$log" 2>&1 &
+  --health-addr 127.0.0.1:0 --kubeconfig "$tmp/no-kubeconfig" >"$log" 2>&1 &
 pid=$!
 
 wait_for "nvidia.com/gpu registered" registered nvidia.com/gpu
@@ -104,6 +106,24 @@ wait_for "16 devices (8 GPUs x 2 replicas)" devices_are nvidia.com/gpu 16 16
 last_devices nvidia.com/gpu | grep -q '::1"' || die "no replica IDs in the device list"
 grep -q 'msg="device plugin serving resources" resources="nvidia.com/gpu=16"' "$log" || die "no serving line"
 [[ -S "$dpdir/nvidia-gpu.sock" ]] || die "no nvidia-gpu.sock"
+
+# A second plugin whose --health-addr is taken (by the first), with a config
+# file to watch: exit 1 naming the flag, the watcher stopped before the
+# plugin is destroyed (the test build's ASan reports a use after free). Its
+# own kubelet dir keeps the first plugin's sockets out of reach.
+port=$(sed -n 's/.*"device plugin serving resources".*health_addr="\{0,1\}:\([0-9]*\).*/\1/p' "$log")
+[[ -n "$port" ]] || die "no health port in the serving line"
+mkdir -p "$root/var/lib/kubelet-busy/device-plugins"
+set +e
+"$gpuop" --host-root "$root" device-plugin --config "$tmp/configs/shared" \
+  --kubelet-dir /var/lib/kubelet-busy --health-addr "127.0.0.1:$port" >"$tmp/busy.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || die "a --health-addr in use exited $rc, want 1: $(cat "$tmp/busy.log")"
+grep -q -- "--health-addr" "$tmp/busy.log" || die "the error does not name --health-addr: $(cat "$tmp/busy.log")"
+if grep -q 'AddressSanitizer\|runtime error:\|LeakSanitizer' "$tmp/busy.log"; then
+  die "sanitizer report with a --health-addr in use: $(cat "$tmp/busy.log")"
+fi
 
 # The config file changes: reloaded without a restart.
 shared 4
