@@ -5,6 +5,8 @@
 #     default place, mode 0644, equal to the golden labels
 #     (tests/fixtures/gfd/h100.txt, without the timestamp);
 #   - GFD_ONESHOT with --output-file writes a current gfd.timestamp there;
+#   - the device plugin config's flags.gfd applies where no flag or
+#     environment variable gives a setting (flag > environment > file);
 #   - the daemon started before NVML can be loaded labels as soon as it can,
 #     without a restart, SIGHUP writes everything again, and SIGTERM exits 0
 #     and removes the file.
@@ -62,6 +64,38 @@ ts=$(sed -n 's/^nvidia.com\/gfd.timestamp=//p' "$tmp/out/gfd")
   die "gfd.timestamp '$ts' not within [$before, $after]"
 grep -q '^nvidia.com/gpu.machine=' "$tmp/out/gfd" ||
   die "no gpu.machine label in $tmp/out/gfd"
+
+# 2b. The device plugin config's flags.gfd, as upstream: what no flag or
+# environment variable gives comes from the file (oneshot, so `timeout` only
+# guards a gfd that ignores it); a number for sleepInterval is Go's
+# nanoseconds. The environment wins over the file, a flag over both.
+cat >"$tmp/dp-config.yaml" <<EOF
+version: v1
+flags:
+  gfd:
+    oneshot: true
+    noTimestamp: true
+    sleepInterval: 30000000000
+    outputFile: $tmp/from-file/gfd
+    machineTypeFile: /etc/gfd-test/product_name
+EOF
+MIG_STRATEGY=none timeout 60 "$gpuop" --host-root "$root" gfd --config "$tmp/dp-config.yaml" \
+  >"$log" 2>&1 || die "gfd with flags.gfd exited $?"
+[[ -f "$tmp/from-file/gfd" ]] || die "no features file at flags.gfd.outputFile"
+if ! diff <(grep -v '^nvidia.com/gfd.timestamp=' "$golden") "$tmp/from-file/gfd" >"$tmp/diff"; then
+  cat "$tmp/diff" >&2
+  die "the flags.gfd features file differs from $golden (< golden, > written)"
+fi
+GFD_NO_TIMESTAMP=false GFD_OUTPUT_FILE="$tmp/from-env/gfd" MIG_STRATEGY=none timeout 60 \
+  "$gpuop" --host-root "$root" gfd --config "$tmp/dp-config.yaml" >"$log" 2>&1 ||
+  die "gfd with flags.gfd and the environment exited $?"
+grep -q '^nvidia.com/gfd.timestamp=' "$tmp/from-env/gfd" ||
+  die "GFD_NO_TIMESTAMP=false did not win over flags.gfd.noTimestamp"
+GFD_OUTPUT_FILE="$tmp/from-env/ignored" MIG_STRATEGY=none timeout 60 "$gpuop" --host-root "$root" \
+  gfd --config "$tmp/dp-config.yaml" --output-file "$tmp/from-flag/gfd" >"$log" 2>&1 ||
+  die "gfd with flags.gfd and --output-file exited $?"
+[[ -f "$tmp/from-flag/gfd" && ! -e "$tmp/from-env/ignored" ]] ||
+  die "--output-file did not win over GFD_OUTPUT_FILE and flags.gfd.outputFile"
 
 # 3. The daemon: NVML not loadable yet, then it is; SIGTERM removes the file.
 rm -f "$features"
