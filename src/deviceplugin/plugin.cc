@@ -65,6 +65,12 @@ std::set<std::string> UnitsOf(const std::vector<nvml::Gpu>& gpus) {
   return units;
 }
 
+// The loaded driver's version as NVML reports it; "" when unreadable.
+std::string DriverVersion(const nvml::Client& client) {
+  auto system = client.System();
+  return system.ok() ? system->driver_version : "";
+}
+
 std::string ResourceNames(const std::vector<Resource>& resources) {
   std::vector<std::string> names;
   for (const Resource& r : resources) names.push_back(r.name);
@@ -142,6 +148,7 @@ Status DevicePlugin::Start() {
   auto resources = Build(*gpus, config);
   if (!resources.ok()) return resources.status();
   for (const std::string& w : config.warnings) LogWarn("device plugin config", {{"warning", w}});
+  driver_version_ = DriverVersion(client_);
 
   auto topo = ReadTopology(client_, *gpus);
   {
@@ -474,8 +481,16 @@ Status DevicePlugin::RescanLocked() {
   }
   // NVML stops answering only when the driver is gone; back, it was reloaded
   // (and every GPU reset with it): that is the recovery evidence for faults
-  // only a reload fixes.
-  if (driver_back && monitor_) monitor_->OnDriverReloaded();
+  // only a reload fixes. Another driver version is the same evidence when the
+  // driver came back between two rescans (a driver container's upgrade).
+  const std::string version = DriverVersion(client_);
+  const bool version_changed =
+      !version.empty() && !driver_version_.empty() && version != driver_version_;
+  if (version_changed) {
+    LogInfo("the driver was reloaded", {{"from", driver_version_}, {"to", version}});
+  }
+  if (!version.empty()) driver_version_ = version;
+  if ((driver_back || version_changed) && monitor_) monitor_->OnDriverReloaded();
   if (same) {
     RestartMonitorIfNeededLocked();
     return Status::Ok();

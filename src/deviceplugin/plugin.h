@@ -9,6 +9,9 @@
 //     stops every server, serves anew and registers again at once.
 //   - Health changes from HealthMonitor reach ListAndWatch at once; a MIG
 //     device follows its own health and its GPU's; replicas share their unit's.
+//     A driver reload seen by a rescan (NVML answering again after it stopped,
+//     or reporting another driver version) is recovery evidence for the
+//     monitor (HealthTracker::OnDriverReloaded).
 //   - NVML is re-enumerated every rescan_interval (NVML has no event for a MIG
 //     layout change): a different layout rebuilds the resources and pushes the
 //     new lists, adding and removing servers as resource names come and go,
@@ -185,6 +188,7 @@ class DevicePlugin {
   std::set<std::string> monitor_units_;                     // GUARDED_BY(ops_mu_)
   std::unique_ptr<kubelet::KubeletSocketWatcher> watcher_;  // GUARDED_BY(ops_mu_)
   std::string last_rebuild_error_;                          // GUARDED_BY(ops_mu_)
+  std::string driver_version_;                              // GUARDED_BY(ops_mu_): NVML's
   std::string last_register_error_;                         // GUARDED_BY(mu_)
   bool started_ = false;                                    // GUARDED_BY(ops_mu_)
 

@@ -392,6 +392,29 @@ TEST_F(DpPluginTest, SharedReplicasFollowTheirGpusHealth) {
   }
 }
 
+// Faults whose only way back is a driver reload: XID 64 (driver-reload class;
+// the simulator posts a reboot action for it) and XID 32 (reset class, with no
+// action posted, so no probe sees evidence until the reload resets every GPU).
+// The driver comes back at another version, as a driver container loads it.
+TEST_F(DpPluginTest, FaultsClearAfterTheDriverIsReloaded) {
+  Machine("dgx-a100");
+  StartPlugin();
+  WaitCount("nvidia.com/gpu", 8);
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 1, 64, std::nullopt, std::nullopt).ok());
+  ASSERT_TRUE(sim::InjectXid(sim_.store(), 3, 32, std::nullopt, std::nullopt).ok());
+  auto faulted = WaitDevices("nvidia.com/gpu", [](const auto& d) { return CountHealthy(d) == 6; });
+  for (const auto& d : faulted) {
+    EXPECT_EQ(d.healthy, d.id != gpus_[1].uuid && d.id != gpus_[3].uuid) << d.id;
+  }
+
+  const std::string next =
+      sim_.store().machine().driver_version == "580.95.05" ? "575.64.05" : "580.95.05";
+  ASSERT_TRUE(sim::SetDriverLoaded(sim_.store(), false).ok());
+  ASSERT_TRUE(sim::LoadDriver(sim_.store(), next).ok());
+  auto after = WaitDevices("nvidia.com/gpu", [](const auto& d) { return CountHealthy(d) == 8; });
+  EXPECT_EQ(CountHealthy(after), 8u);
+}
+
 TEST_F(DpPluginTest, KubeletRestartRegistersAgain) {
   Machine("dgx-a100");
   StartPlugin();

@@ -4,6 +4,14 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <stop_token>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kubelet/device_plugin_server.h"
@@ -66,6 +74,40 @@ TEST_F(KubeletRegistrationTest, MissingKubeletSocketNamesTheFix) {
   EXPECT_NE(s.message().find(empty / "kubelet.sock"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("is the kubelet running?"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("is " + empty.path() + " mounted"), std::string::npos) << s.message();
+}
+
+// A kubelet.sock that accepts but never answers (a hung kubelet, or one gone
+// without removing its socket): a stop request ends the call at once, with
+// gRPC's CANCELLED rather than the deadline.
+TEST_F(KubeletRegistrationTest, StopCancelsARegistrationInFlight) {
+  ShortTempDir stale_dir;
+  const std::string stale = stale_dir / "kubelet.sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(stale.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, stale.c_str(), stale.size());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+
+  std::stop_source stop;
+  auto call = std::async(std::launch::async, [&] {
+    return RegisterWithKubelet(stale, "nvidia-gpu.sock", "nvidia.com/gpu", true, 60s,
+                               stop.get_token());
+  });
+  // The connection arriving means the Register call is waiting on it.
+  pollfd pfd{.fd = listener, .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&pfd, 1, 20000), 1);
+  const int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  stop.request_stop();
+  Status s = call.get();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("CANCELLED"), std::string::npos) << s.message();
+  close(conn);
+  close(listener);
 }
 
 TEST_F(KubeletRegistrationTest, EndpointMustBeABasename) {
