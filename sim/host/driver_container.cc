@@ -51,9 +51,8 @@ Status InstallTree(const std::string& from, const std::string& to) {
   GPUOP_RETURN_IF_ERROR(MakeDirs(to));
   for (auto it = fs::recursive_directory_iterator(from, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
-    const fs::path rel = fs::relative(it->path(), from, ec);
-    if (ec) break;
-    const fs::path dst = fs::path(to) / rel;
+    // Lexically: fs::relative would resolve a link to its target's name.
+    const fs::path dst = fs::path(to) / it->path().lexically_relative(from);
     const fs::path tmp = dst.parent_path() / ("." + dst.filename().string() + ".installing");
     const fs::file_status st = it->symlink_status(ec);
     if (ec) break;

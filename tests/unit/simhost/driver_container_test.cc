@@ -39,6 +39,9 @@ class DriverContainerTest : public ::testing::Test {
     options_.config_digest = "digest-1";
     ASSERT_TRUE(MakeDirs(fs::path(options_.driver_tree + kLibInTree).parent_path()).ok());
     ASSERT_TRUE(WriteFileAtomic(options_.driver_tree + kLibInTree, "ELF").ok());
+    // A link to it, as the driver installs them.
+    fs::create_symlink("libnvidia-ml.so.1",
+                       options_.driver_tree + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so");
     ASSERT_TRUE(MakeDirs(options_.dev_dir + "/nvidia-caps").ok());
     if (::geteuid() == 0) {
       MakeNode("/nvidia0", S_IFCHR | 0666, ::makedev(195, 0));
@@ -83,6 +86,9 @@ TEST_F(DriverContainerTest, FreshLoadSetsUpTheRootAndReportsReady) {
   EXPECT_EQ(LoadedDriverVersion(machine_, *store_->Read().value()), "580.65.06");
   EXPECT_EQ(LoadedCudaVersion(machine_, *store_->Read().value()), 13000);
   EXPECT_EQ(ReadFile(Root() + kLibInTree).value_or(""), "ELF");
+  std::error_code ec;
+  EXPECT_EQ(fs::read_symlink(Root() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so", ec),
+            "libnvidia-ml.so.1");
   if (::geteuid() != 0) return;  // the device nodes need mknod
   struct stat st {};
   ASSERT_EQ(::lstat((Root() + "/dev/nvidia0").c_str(), &st), 0);
