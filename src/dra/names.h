@@ -10,11 +10,12 @@
 #include <string>
 #include <string_view>
 
+#include "kube/dra_claims.h"
 #include "nvml/device.h"
 
 namespace gpuop::dra {
 
-inline constexpr char kDriverName[] = "gpu.nvidia.com";
+inline constexpr const char* kDriverName = kube::kGpuDraDriver;
 
 std::string GpuDeviceName(const nvml::Gpu& gpu);
 std::string MigDeviceName(const nvml::Gpu& parent, const nvml::MigDevice& mig);

@@ -17,8 +17,9 @@
 
 namespace gpuop::kube {
 
-// The driver name of NVIDIA's GPU DRA driver (gpuop's dra-plugin).
-inline constexpr std::string_view kGpuDraDriver = "gpu.nvidia.com";
+// The driver name of NVIDIA's GPU DRA driver, which gpuop's dra-plugin
+// publishes and the operator's DeviceClasses select.
+inline constexpr char kGpuDraDriver[] = "gpu.nvidia.com";
 
 // "ns/name" of the ResourceClaims `pod` uses: spec.resourceClaims[].
 // resourceClaimName, or for a claim made from a template, the claim its

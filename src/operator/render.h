@@ -79,6 +79,7 @@
 #include <string>
 #include <vector>
 
+#include "kube/dra_claims.h"
 #include "kube/resource.h"
 #include "operator/policy.h"
 
@@ -96,9 +97,8 @@ inline constexpr const char* kOsVersionLabel =
     "feature.node.kubernetes.io/system-os_release.VERSION_ID";
 // Where gpuop's containers see the host (--host-root).
 inline constexpr const char* kContainerHostRoot = "/host";
-// The DRA driver name gpuop's dra-plugin publishes and its DeviceClasses
-// select (NVIDIA's; the plugin's own constant is dra::kDriverName).
-inline constexpr const char* kDraDriverName = "gpu.nvidia.com";
+// The DRA driver name the DeviceClasses select.
+inline constexpr const char* kDraDriverName = kube::kGpuDraDriver;
 // The ConfigMap of MIG layouts the operator owns when migManager.config.name
 // is left at its default.
 inline constexpr const char* kDefaultMigConfigMap = "default-mig-parted-config";

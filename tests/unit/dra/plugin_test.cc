@@ -68,8 +68,11 @@ class DraPluginTest : public ::testing::Test {
       return NodeDevices{*gpus, testing::SimCdiInputs(*gpus)};
     };
     driver_ = std::make_unique<Driver>(o, ApiClaimFetcher(*api_.client), devices, slicer_);
-    auto server = kubelet::DraPluginServer::Start(
-        driver_.get(), {kDriverName, o.plugin_dir, registry_, std::chrono::milliseconds(5000)});
+    kubelet::DraPluginServerOptions so;
+    so.driver_name = kDriverName;
+    so.plugin_dir = o.plugin_dir;
+    so.registry_dir = registry_;
+    auto server = kubelet::DraPluginServer::Start(driver_.get(), so);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
     auto kubelet = sim::DraKubeletClient::Register((*server_).registration_socket());
