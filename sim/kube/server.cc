@@ -438,25 +438,13 @@ struct ApiServer::Impl {
                              "pod " + t.name + " is being deleted, cannot be assigned to a host");
       }
       if (dry_run) return ApiStatus::Ok();
+      // spec.nodeName and PodScheduled=True in one write, as the real
+      // binding registry makes them.
       pod["spec"]["nodeName"] = node;
-      UpdateOptions uo;
-      auto updated = store->Update(pods, t.ns, t.name, pod, uo);
-      if (!updated.ok()) {
-        if (updated.error().code == 409) continue;  // changed meanwhile: look again
-        return updated.error();
-      }
-      break;
-    }
-    // PodScheduled=True, as the real binding registry writes it with spec.nodeName.
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      auto cur = store->Get(pods, t.ns, t.name);
-      if (!cur.ok()) return cur.error();
-      Json pod = **cur;
       Json& status = pod["status"];
       if (!status.is_object()) status = Json::object();
-      Json conditions = status.value("conditions", Json::array());
       Json kept = Json::array();
-      for (const auto& c : conditions) {
+      for (const auto& c : status.value("conditions", Json::array())) {
         if (!(c.is_object() && c.value("type", "") == "PodScheduled")) kept.push_back(c);
       }
       kept.push_back({{"type", "PodScheduled"},
@@ -465,12 +453,12 @@ struct ApiServer::Impl {
                       {"lastTransitionTime", FormatTimestamp(std::chrono::system_clock::now())}});
       status["conditions"] = std::move(kept);
       UpdateOptions uo;
-      uo.subresource = "status";
+      uo.subresource = "binding";
       auto updated = store->Update(pods, t.ns, t.name, pod, uo);
       if (updated.ok()) return ApiStatus::Ok();
-      if (updated.error().code != 409) return updated.error();
+      if (updated.error().code != 409) return updated.error();  // else changed meanwhile: again
     }
-    return ApiStatus::Ok();
+    return ConflictError(gr, t.name, "the pod kept changing while it was being bound; try again");
   }
 
   // pods/eviction: the PodDisruptionBudget check (disruption.h) and the

@@ -1053,7 +1053,7 @@ ApiResult<json> Store::PrepareUpdate(const ResourceInfo& r, const json& old, jso
       meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"];
     }
     meta.erase("selfLink");
-    if (r.subresources.status) {
+    if (r.subresources.status && subresource != "binding") {
       if (old.contains("status")) {
         out["status"] = old["status"];
       } else {
@@ -1142,9 +1142,10 @@ ApiResult<Object> Store::GuaranteedUpdate(const ResourceInfo& r, std::string_vie
 ApiResult<Object> Store::Update(const ResourceInfo& r, std::string_view ns, std::string_view name,
                                 json obj, const UpdateOptions& options) {
   Count("update", r);
-  if (!options.subresource.empty() && (options.subresource != "status" || !r.subresources.status)) {
-    return NotFoundError(r.Resource(), name);
-  }
+  const bool subresource_ok = options.subresource.empty() ||
+                              (options.subresource == "status" && r.subresources.status) ||
+                              (options.subresource == "binding" && r.subresources.status);
+  if (!subresource_ok) return NotFoundError(r.Resource(), name);
   const bool conditional = obj.is_object() && obj.contains("metadata") &&
                            obj["metadata"].is_object() &&
                            !MetaString(obj, "resourceVersion").empty();

@@ -124,7 +124,10 @@ struct CreateOptions {
 };
 
 struct UpdateOptions {
-  std::string subresource;  // "" or "status"
+  // "" or "status"; or "binding", the binding registry's own write (pods/
+  // binding only): spec.nodeName and the PodScheduled condition together, so
+  // no reader sees a bound pod that is not scheduled.
+  std::string subresource;
   bool dry_run = false;
 };
 
