@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "sim/kube/api_error.h"
 #include "sim/kube/apply.h"
+#include "sim/kube/connection.h"
 #include "sim/kube/crd.h"
 #include "sim/kube/discovery.h"
 #include "sim/kube/disruption.h"
@@ -1070,6 +1071,7 @@ struct WatchStream {
   std::optional<int> drop_after;
   bool gone = false;
   int sent = 0;
+  int peer_fd = -1;  // the client's connection, watched for a hang-up while idle
 };
 
 }  // namespace
@@ -1107,6 +1109,7 @@ void ApiServer::Impl::ServeWatch(const ServedResource& sr, RequestTarget& t,
     timeout = std::min<std::chrono::seconds>(timeout, std::chrono::seconds(*s));
   }
   stream->deadline = std::chrono::steady_clock::now() + timeout;
+  stream->peer_fd = FindConnectionSocket(req.local_port, req.remote_addr, req.remote_port);
   res.status = 200;
   res.set_header("Cache-Control", "no-cache, private");
 
@@ -1135,6 +1138,9 @@ void ApiServer::Impl::ServeWatch(const ServedResource& sr, RequestTarget& t,
               sink.done();
               return true;
             }
+            // A client that went away frees its thread (kube-apiserver ends
+            // the watch when its connection closes).
+            if (stream->peer_fd >= 0 && PeerHungUp(stream->peer_fd)) return false;
             continue;
           }
           Json j = ev->ToJson();
