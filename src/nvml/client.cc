@@ -67,6 +67,8 @@ std::optional<uint64_t> FieldValueU64(const nvmlFieldValue_t& v) {
       return v.value.sllVal < 0 ? 0 : static_cast<uint64_t>(v.value.sllVal);
     case NVML_VALUE_TYPE_SIGNED_INT:
       return v.value.siVal < 0 ? 0 : v.value.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+      return v.value.usVal;
   }
   return std::nullopt;
 }

@@ -1,7 +1,7 @@
 // The NVML C ABI, as far as gpuop uses it.
 //
-// These declarations are written from the public NVML header (the copy in
-// NVIDIA/go-nvml, pkg/nvml/nvml.h). Every struct and enum value must be
+// These declarations are written from the public NVML header of NVML 13.3
+// (NVIDIA/go-nvml, gen/nvml/nvml.h) and NVML's change log. Every struct and enum value must be
 // exactly what libnvidia-ml.so.1 expects: static_asserts below pin the size and
 // field offsets of each struct. Two users include this file:
 //   - src/nvml/library.cc resolves these functions with dlsym() and calls them
@@ -65,7 +65,7 @@ typedef struct nvmlEventSet_st* nvmlEventSet_t;
 #define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
-#define NVML_NVLINK_MAX_LINKS 18
+#define NVML_NVLINK_MAX_LINKS 36  // 18 before the r590 drivers (Rubin has more)
 
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
@@ -147,6 +147,7 @@ typedef unsigned int nvmlDeviceArchitecture_t;
 #define NVML_DEVICE_ARCH_ADA 8
 #define NVML_DEVICE_ARCH_HOPPER 9
 #define NVML_DEVICE_ARCH_BLACKWELL 10
+#define NVML_DEVICE_ARCH_RUBIN 13
 #define NVML_DEVICE_ARCH_UNKNOWN 0xffffffff
 
 typedef enum nvmlGpuLevel_enum {
@@ -167,6 +168,16 @@ typedef enum nvmlIntNvLinkDeviceType_enum {
 } nvmlIntNvLinkDeviceType_t;
 
 typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
+
+// nvmlDeviceGetTemperatureV, which replaces the deprecated
+// nvmlDeviceGetTemperature (13.0).
+typedef struct nvmlTemperature_v1_st {
+  unsigned int version;  // nvmlTemperature_v1
+  nvmlTemperatureSensors_t sensorType;
+  int temperature;  // degrees C
+} nvmlTemperature_v1_t;
+typedef nvmlTemperature_v1_t nvmlTemperature_t;
+#define nvmlTemperature_v1 NVML_STRUCT_VERSION(Temperature, 1)
 
 typedef enum nvmlClockType_enum {
   NVML_CLOCK_GRAPHICS = 0,
@@ -215,6 +226,7 @@ typedef enum nvmlDeviceGpuRecoveryAction_s {
   NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
   NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
   NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4,
+  NVML_GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN = 5,  // r595
 } nvmlDeviceGpuRecoveryAction_t;
 
 typedef enum nvmlValueType_enum {
@@ -224,6 +236,7 @@ typedef enum nvmlValueType_enum {
   NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
   NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
   NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
 } nvmlValueType_t;
 
 typedef union nvmlValue_st {
@@ -233,6 +246,7 @@ typedef union nvmlValue_st {
   unsigned long long ullVal;
   signed long long sllVal;
   signed int siVal;
+  unsigned short usVal;
 } nvmlValue_t;
 
 typedef struct nvmlFieldValue_st {
@@ -259,7 +273,19 @@ typedef struct nvmlFieldValue_st {
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7
 #define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8
 #define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9
-#define NVML_GPU_INSTANCE_PROFILE_COUNT 0xA
+// Graphics-capable profiles ("+gfx"), and ones with none ("-me") or all
+// ("+me.all") of the media engines (decoders, encoders, JPEG, OFA).
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX 0xA
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX 0xB
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX 0xC
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME 0xD
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME 0xE
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME 0xF
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME 0x10
+#define NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX 0x11
+// Informational only: the header asks callers to enumerate profile indices
+// until NVML_ERROR_INVALID_ARGUMENT, since a newer driver may know more.
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x12
 
 #define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
 #define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
@@ -269,7 +295,8 @@ typedef struct nvmlFieldValue_st {
 #define NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE 0x5
 #define NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE 0x6
 #define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 0x7
-#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 0x8
+#define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE_REV1 0x8
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 0x9  // enumerate as for GPU instances
 
 #define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
 
@@ -340,6 +367,15 @@ typedef struct nvmlComputeInstanceInfo_st {
   unsigned int profileId;
   nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
+
+// Processes using a GPU (nvmlDeviceGetComputeRunningProcesses_v3).
+typedef struct nvmlProcessInfo_v2_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes
+  unsigned int gpuInstanceId;        // 0xFFFFFFFF without MIG
+  unsigned int computeInstanceId;    // 0xFFFFFFFF without MIG
+} nvmlProcessInfo_v2_t;
+typedef nvmlProcessInfo_v2_t nvmlProcessInfo_t;
 
 // Events.
 #define nvmlEventTypeSingleBitEccError 0x0000000000000001ULL
@@ -441,6 +477,13 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int* temp);
+// The caller sets temperature->version (nvmlTemperature_v1) and sensorType.
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature);
+// nvmlDeviceGetComputeRunningProcesses_v3(device, unsigned int* infoCount,
+// nvmlProcessInfo_t* infos): *infoCount is the room in infos on the way in
+// and the process count on the way out (NVML_ERROR_INSUFFICIENT_SIZE when
+// they did not fit). Not declared here yet: libnvml-sim.so still defines it
+// over its own copy of nvmlProcessInfo_t; library.h spells its type.
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
 nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                              unsigned int* samplingPeriodUs);
@@ -581,6 +624,13 @@ static_assert(offsetof(nvmlComputeInstanceInfo_t, id) == 16);
 static_assert(offsetof(nvmlComputeInstanceInfo_t, placement) == 24);
 static_assert(sizeof(nvmlIntNvLinkDeviceType_t) == 4);
 static_assert(sizeof(nvmlGpuTopologyLevel_t) == 4);
+static_assert(sizeof(nvmlTemperature_v1_t) == 12);
+static_assert(offsetof(nvmlTemperature_v1_t, temperature) == 8);
+static_assert(nvmlTemperature_v1 == 0x0100000C);
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+static_assert(offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8);
+static_assert(offsetof(nvmlProcessInfo_t, gpuInstanceId) == 16);
+static_assert(offsetof(nvmlProcessInfo_t, computeInstanceId) == 20);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(offsetof(nvmlEventData_t, eventType) == 8);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16);
