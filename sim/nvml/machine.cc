@@ -17,7 +17,7 @@ namespace {
 // NVML enum values, kept here so the tables read like the facts they come from.
 constexpr unsigned kArchTuring = 6, kArchAmpere = 7, kArchAda = 8, kArchHopper = 9,
                    kArchBlackwell = 10;
-constexpr unsigned kBrandTesla = 2, kBrandNvidia = 14;
+constexpr unsigned kBrandTesla = 2, kBrandNvidiaRtx = 13, kBrandNvidia = 14;
 
 constexpr unsigned kMaxGpusPerMachine = 32;
 
@@ -105,6 +105,49 @@ std::vector<GiProfile> A30Profiles() {
   });
 }
 
+// B200, from NVIDIA's MIG user guide (supported profiles on the B200 180 GB):
+// 1g takes 1/8 of the memory and 1/7 of the SMs, two copy engines, one NVDEC
+// and one JPEG; +me and 7g add the OFA; CE 3/6/8/16 for 2g/3g/4g/7g;
+// instance counts 7/1/4/3/2/1/1 and the Hopper placements (eight memory
+// slices). The B200 has none of the +gfx, -me and +me.all kinds: NVIDIA lists
+// them for the RTX PRO Blackwell boards only.
+// GUESS: the profile ids (taken as on H100), the memory sizes (the H100's
+// shares of the total, scaled to the B200's 183359 MiB; they give NVIDIA's
+// names) and the SMs per profile (148/8 per slice).
+std::vector<GiProfile> B200Profiles() {
+  return Profiles({
+      {0, 19, "1g.23gb", 1, 7, 18, 2, 1, 0, 1, 0, 22446, 1, k0to6},
+      {7, 20, "1g.23gb+me", 1, 1, 18, 2, 1, 0, 1, 1, 22446, 1, k0to6},
+      {9, 15, "1g.45gb", 1, 4, 18, 2, 1, 0, 1, 0, 45179, 2, {0, 2, 4, 6}},
+      {1, 14, "2g.45gb", 2, 3, 36, 3, 1, 0, 1, 0, 45179, 2, {0, 2, 4}},
+      {2, 9, "3g.90gb", 3, 2, 54, 6, 1, 0, 1, 0, 90935, 4, {0, 4}},
+      {3, 5, "4g.90gb", 4, 1, 72, 8, 1, 0, 1, 0, 90935, 4, {0}},
+      {4, 0, "7g.180gb", 7, 1, 148, 16, 1, 0, 1, 1, 182444, 8, {0}},
+  });
+}
+
+// RTX PRO 6000 Blackwell (Server Edition), from NVIDIA's MIG user guide and
+// `nvidia-smi mig -lgip` on that board: four slices; every size has a +gfx
+// twin (graphics APIs), 1g and 2g a -me twin (no media engines) and a
+// +me.all one (all of them, one instance); 1g also has +me (one OFA).
+// Memory: 23.62, 47.38 and 95.00 GiB.
+std::vector<GiProfile> RtxPro6000Profiles() {
+  const std::vector<unsigned> k0to3 = {0, 1, 2, 3};
+  return Profiles({
+      {0x0, 14, "1g.24gb", 1, 4, 46, 1, 1, 1, 1, 0, 24186, 1, k0to3},
+      {0x7, 21, "1g.24gb+me", 1, 1, 46, 1, 1, 1, 1, 1, 24186, 1, k0to3},
+      {0xA, 47, "1g.24gb+gfx", 1, 4, 46, 1, 1, 1, 1, 0, 24186, 1, k0to3},
+      {0xF, 65, "1g.24gb+me.all", 1, 1, 46, 1, 4, 4, 4, 1, 24186, 1, k0to3},
+      {0xD, 67, "1g.24gb-me", 1, 4, 46, 1, 0, 0, 0, 0, 24186, 1, k0to3},
+      {0x1, 5, "2g.48gb", 2, 2, 94, 2, 2, 2, 2, 0, 48517, 2, {0, 2}},
+      {0xB, 35, "2g.48gb+gfx", 2, 2, 94, 2, 2, 2, 2, 0, 48517, 2, {0, 2}},
+      {0x10, 64, "2g.48gb+me.all", 2, 1, 94, 2, 4, 4, 4, 1, 48517, 2, {0, 2}},
+      {0xE, 66, "2g.48gb-me", 2, 2, 94, 2, 0, 0, 0, 0, 48517, 2, {0, 2}},
+      {0x3, 0, "4g.96gb", 4, 1, 188, 4, 4, 4, 4, 1, 97280, 4, {0}},
+      {0xC, 32, "4g.96gb+gfx", 4, 1, 188, 4, 4, 4, 4, 1, 97280, 4, {0}},
+  });
+}
+
 std::vector<GpuModel> MakeModels() {
   std::vector<GpuModel> v;
   auto add = [&](const char* key, const char* name, uint64_t mem, int ccmaj, int ccmin,
@@ -169,6 +212,17 @@ std::vector<GpuModel> MakeModels() {
   add("gb200", "NVIDIA GB200", 189471, 10, 0, 0x294110DE, 0x204610DE, kArchBlackwell, kBrandNvidia,
       148, 1200, 1965, 3996, 18, 0)
       .fabric_capable = true;
+  // The HGX/DGX B200 board GPU: nvidia-smi "NVIDIA B200", 183359 MiB, 148 SMs,
+  // 1000 W, 1965 MHz; PCI 10de:2901. GUESS: the subsystem id and the memory
+  // clock (the GB200's).
+  mig(add("b200", "NVIDIA B200", 183359, 10, 0, 0x290110DE, 0x199910DE, kArchBlackwell,
+          kBrandNvidia, 148, 1000, 1965, 3996, 18, 0),
+      8, 7, B200Profiles());
+  // A PCIe board, no NVLink. GUESS: the memory size (97887 MiB), the PCI ids
+  // (10de:2bb5), the brand (NVIDIA RTX), power and clocks.
+  mig(add("rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 12, 0, 0x2BB510DE,
+          0x204E10DE, kArchBlackwell, kBrandNvidiaRtx, 188, 600, 2617, 14001, 0, 4),
+      4, 4, RtxPro6000Profiles());
   return v;
 }
 
@@ -190,8 +244,14 @@ struct Preset {
   std::vector<PresetGpus> gpus;
   std::vector<unsigned> buses;  // empty: default buses
   Wiring wiring = Wiring::kSwitchedPairs;
-  bool gb200_fabric = false;  // every GPU registered in Gb200ClusterUuid()/kGb200CliqueId
+  bool gb200_fabric = false;   // every GPU registered in Gb200ClusterUuid()/kGb200CliqueId
+  std::string driver_version;  // empty: Machine's default
 };
+
+// A 580-branch driver (CUDA 13.0) for the Blackwell MIG boards: it knows the
+// +gfx, -me and +me.all profiles (570 and 575 branches), which the default
+// 570 driver partly lacks.
+constexpr const char* kBlackwellDriver = "580.95.05";
 
 const std::vector<unsigned> kDgxA100Buses = {0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD};
 const std::vector<unsigned> kDgxH100Buses = {0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB};
@@ -209,8 +269,17 @@ const std::vector<Preset>& Presets() {
         {"l40s-4", {{"l40s", 4}}, {0x01, 0x25, 0xC1, 0xE1}},
         {"t4-1", {{"t4", 1}}, {0x3B}},
         {"gb200-nvl4", {{"gb200", 4}}, {}, Wiring::kSwitchedPairs, true},
+        {"dgx-b200", {{"b200", 8}}, kDgxH100Buses, Wiring::kSwitchedPairs, false, kBlackwellDriver},
     };
-    for (const auto& m : BuiltinModels()) p.push_back({m.key, {{m.key, 1}}, {}});
+    for (const auto& m : BuiltinModels()) {
+      const bool blackwell_mig = m.architecture == kArchBlackwell && m.mig_capable();
+      p.push_back({m.key,
+                   {{m.key, 1}},
+                   {},
+                   Wiring::kSwitchedPairs,
+                   false,
+                   blackwell_mig ? kBlackwellDriver : ""});
+    }
     return p;
   }();
   return presets;
@@ -600,7 +669,12 @@ Result<Machine> LoadMachine(const std::string& preset_or_file, const std::string
       if (p.gb200_fabric) fabric = SimFabric{Gb200ClusterUuid(), kGb200CliqueId};
       for (unsigned i = 0; i < g.count; ++i) specs.push_back({model, false, fabric});
     }
-    return Build(p.name, specs, p.buses, seed, p.wiring);
+    Machine m = Build(p.name, specs, p.buses, seed, p.wiring);
+    if (!p.driver_version.empty()) {
+      m.driver_version = p.driver_version;
+      m.cuda_driver_version = CudaVersionForDriver(p.driver_version);
+    }
+    return m;
   }
   if (PathExists(preset_or_file)) return ParseMachineFile(preset_or_file, seed);
   return NotFound("unknown machine '" + preset_or_file + "': not a preset (" +

@@ -117,13 +117,16 @@ int CudaVersionForDriver(std::string_view driver_version);
 unsigned TopologyLevel(const Machine& m, unsigned a, unsigned b);
 
 // The built-in GPU models (a100-40gb, a100-80gb, h100-80gb, h200-141gb, l40s, t4,
-// h100-nvl, a30, gb200).
+// h100-nvl, a30, gb200, b200, rtx-pro-6000).
 const std::vector<GpuModel>& BuiltinModels();
 Result<GpuModel> FindModel(const std::string& key_or_name);
 
-// Preset names: dgx-a100, dgx-h100, hgx-h200, h100-nvl-8, l40s-4, t4-1 and
-// each model key. h100-nvl-8 is the one with partial NVLink: eight H100 NVL
-// PCIe cards joined in pairs (0-1, 2-3, 4-5, 6-7) by NVLink bridges, each on
+// Preset names: dgx-a100, dgx-h100, hgx-h200, h100-nvl-8, l40s-4, t4-1,
+// gb200-nvl4, dgx-b200 and each model key. The Blackwell MIG boards (dgx-b200,
+// b200, rtx-pro-6000) come with a 580-branch driver, which knows their newer
+// MIG profile kinds; the others with the default 570 one.
+// h100-nvl-8 is the one with partial NVLink: eight H100 NVL PCIe cards
+// joined in pairs (0-1, 2-3, 4-5, 6-7) by NVLink bridges, each on
 // its own root port, GPUs 0-3 on NUMA node 0 and 4-7 on node 1.
 // gb200-nvl4 is one compute tray of a GB200 NVL72 rack: four GB200 GPUs, two
 // per Grace CPU (NUMA nodes 0 and 1), 18 NVLinks each to the rack's NVSwitches,

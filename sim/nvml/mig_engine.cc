@@ -25,7 +25,8 @@ unsigned CiSlicesOfIndex(unsigned nvml_index) {
   }
 }
 
-bool HasMediaExtensions(const GiProfile& p) { return EndsWith(p.name, "+me"); }
+// "+me" and "+me.all" both take the GPU's one set of extra media engines.
+bool HasMediaExtensions(const GiProfile& p) { return p.name.find("+me") != std::string::npos; }
 
 bool Overlaps(unsigned a_start, unsigned a_size, unsigned b_start, unsigned b_size) {
   return a_start < b_start + b_size && b_start < a_start + a_size;
@@ -172,11 +173,14 @@ unsigned ComputeInstanceRemainingCapacity(const GiProfile& gi_profile, const GiR
 std::string MigDeviceProfileName(const GpuModel& model, const GiProfile& gi_profile,
                                  unsigned ci_slices) {
   if (ci_slices == gi_profile.slices) return gi_profile.name;
-  // The "+me" suffix belongs to the GI; a partial CI keeps it after the size.
-  std::string base =
-      MigProfileName(ci_slices, gi_profile.slices, gi_profile.memory_mib, model.memory_mib);
-  if (HasMediaExtensions(gi_profile)) base += "+me";
-  return base;
+  // The suffix ("+me", "+gfx", "-me", ...) belongs to the GI; a partial CI
+  // keeps it after the size.
+  const std::string whole =
+      MigProfileName(gi_profile.slices, gi_profile.slices, gi_profile.memory_mib, model.memory_mib);
+  const std::string suffix =
+      StartsWith(gi_profile.name, whole) ? gi_profile.name.substr(whole.size()) : "";
+  return MigProfileName(ci_slices, gi_profile.slices, gi_profile.memory_mib, model.memory_mib) +
+         suffix;
 }
 
 }  // namespace gpuop::sim

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "nvml/nvml_abi.h"
+#include "sim/nvml/driver_env.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/mig_engine.h"
 #include "sim/nvml/state.h"
@@ -100,6 +101,8 @@ struct Session {
   }
   // Machine indices of the GPUs this process sees (visibility.h), fixed at init.
   std::vector<unsigned> visible;
+  // What this process may do (driver_env.h), fixed at init.
+  gpuop::sim::ProcessEnv env;
   const gpuop::sim::Machine& machine() const { return store->machine(); }
   bool Visible(unsigned index) const {
     return std::find(visible.begin(), visible.end(), index) != visible.end();
@@ -235,6 +238,20 @@ nvmlReturn_t GetSession(std::shared_ptr<Session>* out) {
   if (!lib.session) return NVML_ERROR_UNINITIALIZED;
   *out = lib.session;
   return NVML_SUCCESS;
+}
+
+// NVML_ERROR_DEPRECATED for a symbol GPUOP_SIM_DEPRECATED names: what a later
+// driver that dropped it answers. Checked first in the exports that may be.
+bool Deprecated(const char* symbol) {
+  Library& lib = Lib();
+  std::lock_guard<std::mutex> l(lib.mu);
+  return lib.session && lib.session->env.deprecated.count(symbol) > 0;
+}
+
+// The calls the header marks "Requires privileged user": a process that
+// cannot open the MIG config capability gets NO_PERMISSION.
+nvmlReturn_t RequireMigPrivilege(const Session& s) {
+  return s.env.mig_privileged ? NVML_SUCCESS : NVML_ERROR_NO_PERMISSION;
 }
 
 nvmlReturn_t ReadState(Session& s, std::shared_ptr<const SimState>* out) {
@@ -494,6 +511,13 @@ nvmlReturn_t nvmlInit_v2(void) {
       session->holder.emplace(std::move(h).value());
     }
     session->visible = gpuop::sim::VisibleGpusFromEnv(session->machine());
+    auto env = gpuop::sim::ProcessEnvFromEnv();
+    if (!env.ok()) {
+      std::fprintf(stderr, "nvml-sim: cannot start the simulated driver: %s\n",
+                   env.status().message().c_str());
+      return NVML_ERROR_UNKNOWN;
+    }
+    session->env = std::move(env).value();
     lib.session = std::move(session);
     lib.init_count = 1;
     return NVML_SUCCESS;
@@ -604,6 +628,9 @@ nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
   });
 }
 
+// The header: without libcuda.so.1 this one answers "a known supported
+// version" (the driver's), while _v2, which asks libcuda, answers
+// LIBRARY_NOT_FOUND.
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
   return Guard([&]() -> nvmlReturn_t {
     std::shared_ptr<Session> s;
@@ -615,7 +642,14 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
-  return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+  return Guard([&]() -> nvmlReturn_t {
+    std::shared_ptr<Session> s;
+    if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
+    if (cudaDriverVersion == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (s->env.libcuda_absent) return NVML_ERROR_LIBRARY_NOT_FOUND;
+    *cudaDriverVersion = s->DriverVersions().second;
+    return NVML_SUCCESS;
+  });
 }
 
 // ---- Enumeration ------------------------------------------------------------
@@ -635,6 +669,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* dev
     std::shared_ptr<Session> s;
     if (nvmlReturn_t r = GetSession(&s); r != NVML_SUCCESS) return r;
     if (device == nullptr || index >= s->visible.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    // Counted but not to be opened (GPUOP_SIM_DENY_GPUS), as the header allows.
+    if (s->env.denied_gpus.count(s->visible[index]) > 0) return NVML_ERROR_NO_PERMISSION;
     *device = InternGpu(s->machine().gpus[s->visible[index]]);
     return NVML_SUCCESS;
   });
@@ -647,6 +683,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     for (const auto& g : s->machine().gpus) {
       if (g.uuid == uuid && s->Visible(g.index)) {
+        if (s->env.denied_gpus.count(g.index) > 0) return NVML_ERROR_NO_PERMISSION;
         *device = InternGpu(g);
         return NVML_SUCCESS;
       }
@@ -685,6 +722,7 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t
       unsigned have[4];
       if (ParseBusId(g.bus_id.c_str(), have) && std::equal(have, have + 4, want) &&
           s->Visible(g.index)) {
+        if (s->env.denied_gpus.count(g.index) > 0) return NVML_ERROR_NO_PERMISSION;
         *device = InternGpu(g);
         return NVML_SUCCESS;
       }
@@ -780,6 +818,7 @@ MemoryView Memory(const Ctx& c) {
 extern "C" {
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  if (Deprecated("nvmlDeviceGetMemoryInfo")) return NVML_ERROR_DEPRECATED;
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
@@ -867,6 +906,7 @@ nvmlReturn_t FillFabric(nvmlDevice_t device, Info* info) {
 extern "C" {
 
 nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t* gpuFabricInfo) {
+  if (Deprecated("nvmlDeviceGetGpuFabricInfo")) return NVML_ERROR_DEPRECATED;
   return Guard([&]() -> nvmlReturn_t { return FillFabric(device, gpuFabricInfo); });
 }
 
@@ -1005,6 +1045,7 @@ extern "C" {
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int* temp) {
+  if (Deprecated("nvmlDeviceGetTemperature")) return NVML_ERROR_DEPRECATED;
   return WithTelemetry(device, [&](const Ctx&, const Telemetry& t) -> nvmlReturn_t {
     if (temp == nullptr || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     *temp = t.gpu_temp_c;
@@ -1224,6 +1265,7 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
 
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                        unsigned long long* clocksThrottleReasons) {
+  if (Deprecated("nvmlDeviceGetCurrentClocksThrottleReasons")) return NVML_ERROR_DEPRECATED;
   return nvmlDeviceGetCurrentClocksEventReasons(device, clocksThrottleReasons);
 }
 
@@ -1308,19 +1350,28 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     const unsigned index = c.gpu->index;
-    bool reset_needed = false;
+    const bool enable = mode == NVML_DEVICE_MIG_ENABLE;
+    nvmlReturn_t activation = NVML_SUCCESS;
     nvmlReturn_t r = UpdateState(*c.session, [&](SimState& s) -> nvmlReturn_t {
       GpuRuntime& g = s.gpus[index];
       if (g.lost) return NVML_ERROR_GPU_IS_LOST;
       if (mode == NVML_DEVICE_MIG_DISABLE && !g.gis.empty()) return NVML_ERROR_IN_USE;
-      g.mig_pending = mode == NVML_DEVICE_MIG_ENABLE;
-      reset_needed = g.mig_pending != g.mig_current;
+      if (enable == g.mig_current) {  // nothing to activate (or a pending change withdrawn)
+        g.mig_pending = enable;
+        return NVML_SUCCESS;
+      }
+      // A process holding the GPU blocks the change: the call succeeds, the
+      // modes stay, and the activation status says why.
+      if (!g.processes.empty()) {
+        activation = NVML_ERROR_IN_USE;
+        return NVML_SUCCESS;
+      }
+      g.mig_pending = enable;
+      activation = NVML_ERROR_RESET_REQUIRED;
       return NVML_SUCCESS;
     });
     if (r != NVML_SUCCESS) return r;
-    if (activationStatus != nullptr) {
-      *activationStatus = reset_needed ? NVML_ERROR_RESET_REQUIRED : NVML_SUCCESS;
-    }
+    if (activationStatus != nullptr) *activationStatus = activation;
     return NVML_SUCCESS;
   });
 }
@@ -1446,11 +1497,18 @@ void FillGiProfileInfo(const GiProfile& p, nvmlGpuInstanceProfileInfo_t* info) {
 }
 
 // A MIG-capable physical GPU and the GI profile with enum index `profile`.
+// The GI profile indices the loaded driver knows: enumeration ends at the
+// first index past them (INVALID_ARGUMENT), as the header prescribes.
+unsigned KnownGiProfiles(const Ctx& c) {
+  return gpuop::sim::GiProfileCountForDriver(
+      gpuop::sim::LoadedDriverVersion(c.session->machine(), *c.state));
+}
+
 nvmlReturn_t ResolveProfileByIndex(nvmlDevice_t device, unsigned profile, Ctx* c,
                                    const GiProfile** out) {
   if (nvmlReturn_t r = ResolveGpu(device, c); r != NVML_SUCCESS) return r;
   if (!c->model().mig_capable()) return NVML_ERROR_NOT_SUPPORTED;
-  if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+  if (profile >= KnownGiProfiles(*c)) return NVML_ERROR_INVALID_ARGUMENT;
   *out = c->model().ProfileByNvmlIndex(profile);
   return *out ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
@@ -1462,6 +1520,8 @@ nvmlReturn_t ResolveProfileById(nvmlDevice_t device, unsigned profile_id, Ctx* c
   if (!c->model().mig_capable()) return NVML_ERROR_NOT_SUPPORTED;
   if (need_mig_enabled && !c->rt->mig_current) return NVML_ERROR_NOT_SUPPORTED;
   *out = c->model().ProfileById(profile_id);
+  // A profile of a kind the loaded driver predates does not exist for it.
+  if (*out != nullptr && (*out)->nvml_index >= KnownGiProfiles(*c)) *out = nullptr;
   return *out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
@@ -1485,6 +1545,7 @@ nvmlReturn_t CreateGi(nvmlDevice_t device, unsigned profile_id,
       r != NVML_SUCCESS) {
     return r;
   }
+  if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   std::optional<unsigned> start;
   if (placement != nullptr) {
@@ -1572,6 +1633,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device,
     if (nvmlReturn_t r = ResolveProfileById(device, profileId, &c, &p, false); r != NVML_SUCCESS) {
       return r;
     }
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *count = static_cast<unsigned>(p->placement_starts.size());
     if (placements != nullptr) {
@@ -1592,6 +1654,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsi
     if (nvmlReturn_t r = ResolveProfileById(device, profileId, &c, &p, true); r != NVML_SUCCESS) {
       return r;
     }
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *count = gpuop::sim::GpuInstanceRemainingCapacity(c.model(), c.rt->gis, *p);
     return NVML_SUCCESS;
@@ -1620,6 +1683,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile
     if (nvmlReturn_t r = ResolveProfileById(device, profileId, &c, &p, true); r != NVML_SUCCESS) {
       return r;
     }
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // Like NVML, the buffer must hold the profile's instanceCount; count is output only.
     unsigned n = 0;
@@ -1640,6 +1704,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
     if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;
     if (gpuInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!c.model().mig_capable() || !c.rt->mig_current) return NVML_ERROR_NOT_SUPPORTED;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     const GiRecord* gi = FindGi(*c.rt, id, 0);
     if (gi == nullptr) return NVML_ERROR_NOT_FOUND;
     *gpuInstance = InternGi(*c.gpu, *gi);
@@ -1665,6 +1730,7 @@ nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance) {
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGiHandle(gpuInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     const unsigned index = c.gpu->index, id = c.gi->id;
     const uint64_t serial = c.gi->serial;
     return UpdateState(*c.session, [&](SimState& s) -> nvmlReturn_t {
@@ -1714,6 +1780,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGiHandle(gpuInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!gpuop::sim::CiProfileFor(*c.gi_profile, profileId)) return NVML_ERROR_NOT_SUPPORTED;
     *count = gpuop::sim::ComputeInstanceRemainingCapacity(*c.gi_profile, *c.gi, profileId);
@@ -1727,6 +1794,7 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGiHandle(gpuInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (computeInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const unsigned index = c.gpu->index, gi_id = c.gi->id;
     const uint64_t gi_serial = c.gi->serial;
@@ -1764,6 +1832,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGiHandle(gpuInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!gpuop::sim::CiProfileFor(*c.gi_profile, profileId)) return NVML_ERROR_NOT_SUPPORTED;
     unsigned n = 0;
@@ -1782,6 +1851,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGiHandle(gpuInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     if (computeInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const CiRecord* ci = FindCi(*c.gi, id, 0);
     if (ci == nullptr) return NVML_ERROR_NOT_FOUND;
@@ -1810,6 +1880,7 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance) {
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveCiHandle(computeInstance, &c); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = RequireMigPrivilege(*c.session); r != NVML_SUCCESS) return r;
     const unsigned index = c.gpu->index, gi_id = c.gi->id, ci_id = c.ci->id;
     const uint64_t gi_serial = c.gi->serial, ci_serial = c.ci->serial;
     return UpdateState(*c.session, [&](SimState& s) -> nvmlReturn_t {

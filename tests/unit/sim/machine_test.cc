@@ -38,6 +38,9 @@ TEST(MachineTest, EveryModelHasItsHardwareValues) {
       {"a30", "NVIDIA A30", 24576, 8, 0, 0x20B710DE, 7, 14, 56, 165, true},
       {"h100-nvl", "NVIDIA H100 NVL", 95830, 9, 0, 0x232110DE, 9, 14, 132, 400, false},
       {"gb200", "NVIDIA GB200", 189471, 10, 0, 0x294110DE, 10, 14, 148, 1200, false},
+      {"b200", "NVIDIA B200", 183359, 10, 0, 0x290110DE, 10, 14, 148, 1000, true},
+      {"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 12, 0, 0x2BB510DE, 10,
+       13, 188, 600, true},
   };
   ASSERT_EQ(BuiltinModels().size(), want.size());
   for (const auto& w : want) {
@@ -147,11 +150,67 @@ TEST(MachineTest, A30ProfileTable) {
   EXPECT_EQ(a30.compute_slices, 4u);
 }
 
+// NVIDIA's B200 table: the Hopper layout, no +gfx/-me/+me.all kinds; copy
+// engines 2/2/2/3/6/8/16, one NVDEC and JPEG each, OFA on +me and 7g.
+TEST(MachineTest, B200ProfileTable) {
+  ExpectProfiles("b200", {{0, 19, "1g.23gb", 1, 7, 18, 22446, 1, k0to6},
+                          {7, 20, "1g.23gb+me", 1, 1, 18, 22446, 1, k0to6},
+                          {9, 15, "1g.45gb", 1, 4, 18, 45179, 2, {0, 2, 4, 6}},
+                          {1, 14, "2g.45gb", 2, 3, 36, 45179, 2, {0, 2, 4}},
+                          {2, 9, "3g.90gb", 3, 2, 54, 90935, 4, {0, 4}},
+                          {3, 5, "4g.90gb", 4, 1, 72, 90935, 4, {0}},
+                          {4, 0, "7g.180gb", 7, 1, 148, 182444, 8, {0}}});
+  GpuModel b = Model("b200");
+  std::vector<unsigned> ces;
+  for (unsigned id : {19u, 20u, 15u, 14u, 9u, 5u, 0u})
+    ces.push_back(b.ProfileById(id)->copy_engines);
+  EXPECT_EQ(ces, (std::vector<unsigned>{2, 2, 2, 3, 6, 8, 16}));
+  EXPECT_EQ(b.ProfileById(20)->ofas, 1u);
+  EXPECT_EQ(b.ProfileById(0)->ofas, 1u);
+  EXPECT_EQ(b.ProfileById(19)->ofas, 0u);
+  EXPECT_EQ(b.ProfileById(19)->decoders, 1u);
+}
+
+// The RTX PRO 6000 Blackwell carries every newer kind NVIDIA publishes.
+TEST(MachineTest, RtxPro6000ProfileTable) {
+  const std::vector<unsigned> k0to3 = {0, 1, 2, 3};
+  ExpectProfiles("rtx-pro-6000", {{0x0, 14, "1g.24gb", 1, 4, 46, 24186, 1, k0to3},
+                                  {0x7, 21, "1g.24gb+me", 1, 1, 46, 24186, 1, k0to3},
+                                  {0xA, 47, "1g.24gb+gfx", 1, 4, 46, 24186, 1, k0to3},
+                                  {0xF, 65, "1g.24gb+me.all", 1, 1, 46, 24186, 1, k0to3},
+                                  {0xD, 67, "1g.24gb-me", 1, 4, 46, 24186, 1, k0to3},
+                                  {0x1, 5, "2g.48gb", 2, 2, 94, 48517, 2, {0, 2}},
+                                  {0xB, 35, "2g.48gb+gfx", 2, 2, 94, 48517, 2, {0, 2}},
+                                  {0x10, 64, "2g.48gb+me.all", 2, 1, 94, 48517, 2, {0, 2}},
+                                  {0xE, 66, "2g.48gb-me", 2, 2, 94, 48517, 2, {0, 2}},
+                                  {0x3, 0, "4g.96gb", 4, 1, 188, 97280, 4, {0}},
+                                  {0xC, 32, "4g.96gb+gfx", 4, 1, 188, 97280, 4, {0}}});
+  GpuModel r = Model("rtx-pro-6000");
+  EXPECT_EQ(r.ProfileById(65)->encoders, 4u);
+  EXPECT_EQ(r.ProfileById(67)->decoders, 0u);
+  EXPECT_EQ(r.memory_slices, 4u);
+  EXPECT_EQ(r.compute_slices, 4u);
+}
+
+// The Blackwell MIG presets come with a driver that knows their profile kinds.
+TEST(MachineTest, BlackwellPresetsHaveA580Driver) {
+  for (const char* preset : {"dgx-b200", "b200", "rtx-pro-6000"}) {
+    SCOPED_TRACE(preset);
+    Machine m = LoadMachine(preset, "").value();
+    EXPECT_EQ(m.driver_version, "580.95.05");
+    EXPECT_EQ(m.cuda_driver_version, 13000);
+  }
+  Machine dgx = LoadMachine("dgx-b200", "").value();
+  ASSERT_EQ(dgx.gpus.size(), 8u);
+  EXPECT_EQ(dgx.gpus[7].model.key, "b200");
+  EXPECT_EQ(LoadMachine("dgx-h100", "").value().driver_version, Machine{}.driver_version);
+}
+
 // Every profile name follows go-nvlib's rule from its memory size.
 TEST(MachineTest, ProfileNamesFollowTheNamingRule) {
   for (const auto& m : BuiltinModels()) {
     for (const auto& p : m.mig_profiles) {
-      std::string base = p.name.substr(0, p.name.find('+'));
+      std::string base = p.name.substr(0, p.name.find_first_of("+-"));
       EXPECT_EQ(MigProfileName(p.slices, p.slices, p.memory_mib, m.memory_mib), base)
           << m.key << " " << p.name;
     }

@@ -20,6 +20,7 @@
 
 #include "base/files.h"
 #include "nvml/nvml_abi.h"
+#include "sim/nvml/driver_env.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
 
@@ -88,6 +89,15 @@ class NvmlSimTest : public ::testing::Test {
     ::unsetenv("GPUOP_SIM_SEED");
     ::unsetenv("GPUOP_SIM_MACHINE");
     ::unsetenv("GPUOP_SIM_STATE");
+    UnsetProcessEnv();
+  }
+
+  // The variables driver_env.h reads, and the container view's.
+  static void UnsetProcessEnv() {
+    for (const char* v : {"GPUOP_SIM_MIG_PRIVILEGED", "GPUOP_SIM_DEPRECATED", "GPUOP_SIM_DENY_GPUS",
+                          "GPUOP_SIM_LIBCUDA", "GPUOP_SIM_VISIBLE", "GPUOP_SIM_DEV_DIR"}) {
+      ::unsetenv(v);
+    }
   }
 
   void TearDown() override {
@@ -96,6 +106,7 @@ class NvmlSimTest : public ::testing::Test {
     ::unsetenv("GPUOP_SIM_DRIVER");
     ::unsetenv("GPUOP_SIM_MACHINE");
     ::unsetenv("GPUOP_SIM_STATE");
+    UnsetProcessEnv();
     std::system(("rm -rf '" + tmp_ + "'").c_str());
   }
 
@@ -212,10 +223,11 @@ TEST_F(NvmlSimTest, EveryPresetEnumerates) {
     ASSERT_EQ(NV(nvmlSystemGetDriverVersion)(buf, sizeof(buf)), NVML_SUCCESS);
     EXPECT_EQ(std::string(buf), want.driver_version);
     ASSERT_EQ(NV(nvmlSystemGetNVMLVersion)(buf, sizeof(buf)), NVML_SUCCESS);
-    EXPECT_EQ(std::string(buf), "12." + want.driver_version);
+    EXPECT_EQ(std::string(buf),
+              std::to_string(want.cuda_driver_version / 1000) + "." + want.driver_version);
     int cuda = 0;
     ASSERT_EQ(NV(nvmlSystemGetCudaDriverVersion_v2)(&cuda), NVML_SUCCESS);
-    EXPECT_EQ(cuda, 12080);
+    EXPECT_EQ(cuda, want.cuda_driver_version);
     unsigned n = 0;
     ASSERT_EQ(NV(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS);
     ASSERT_EQ(n, want.gpus.size());
@@ -378,8 +390,12 @@ void MigLifecycle(NvmlSimTest* t, const std::string& preset) {
 
   ASSERT_NO_FATAL_FAILURE(t->EnableMig(0));
 
-  // Profile info for every NVML enum value: the model's profiles, NOT_SUPPORTED otherwise.
-  for (unsigned idx = 0; idx < NVML_GPU_INSTANCE_PROFILE_COUNT; ++idx) {
+  // Profile info for every index the driver knows: the model's profiles,
+  // NOT_SUPPORTED otherwise; enumeration ends with INVALID_ARGUMENT.
+  const unsigned known = GiProfileCountForDriver(m.driver_version);
+  nvmlGpuInstanceProfileInfo_t past{};
+  EXPECT_EQ(NV(nvmlDeviceGetGpuInstanceProfileInfo)(d, known, &past), NVML_ERROR_INVALID_ARGUMENT);
+  for (unsigned idx = 0; idx < known; ++idx) {
     nvmlGpuInstanceProfileInfo_t info{};
     const GiProfile* p = model.ProfileByNvmlIndex(idx);
     nvmlReturn_t r = NV(nvmlDeviceGetGpuInstanceProfileInfo)(d, idx, &info);
@@ -522,6 +538,15 @@ TEST_F(NvmlSimTest, MigLifecycleH200) {
 TEST_F(NvmlSimTest, MigLifecycleA30) {
   Init("a30");
   MigLifecycle(this, "a30");
+}
+TEST_F(NvmlSimTest, MigLifecycleB200) {
+  Init("b200");
+  MigLifecycle(this, "b200");
+}
+// Its whole-GPU profile is the +gfx one (the last of its table).
+TEST_F(NvmlSimTest, MigLifecycleRtxPro6000) {
+  Init("rtx-pro-6000");
+  MigLifecycle(this, "rtx-pro-6000");
 }
 
 // A process that shuts NVML down and initialises again on a fresh state
@@ -934,6 +959,356 @@ TEST_F(NvmlSimTest, ManyThreads) {
   stop = true;
   for (auto& t : readers) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// ---- Issue 21: what a current driver and an unprivileged process show ------
+
+// A machine file of one `model` GPU under driver `version`.
+std::string DriverMachine(const std::string& dir, const std::string& model,
+                          const std::string& version) {
+  const std::string file = dir + "/" + model + "-" + version + ".yaml";
+  std::ofstream(file) << "name: " << model << "-" << version << "\n"
+                      << "driverVersion: \"" << version << "\"\n"
+                      << "gpus:\n  - {model: " << model << ", migEnabled: true}\n";
+  return file;
+}
+
+nvmlReturn_t ProfileInfo(unsigned index, nvmlGpuInstanceProfileInfo_t* info) {
+  return NV(nvmlDeviceGetGpuInstanceProfileInfo)(Gpu(0), index, info);
+}
+
+TEST_F(NvmlSimTest, B200IsABlackwellWithNvidiasMigTable) {
+  Init("dgx-b200");
+  unsigned n = 0;
+  ASSERT_EQ(NV(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS);
+  ASSERT_EQ(n, 8u);
+  nvmlDevice_t d = Gpu(0);
+  EXPECT_EQ(Name(d), "NVIDIA B200");
+  nvmlMemory_t mem{};
+  ASSERT_EQ(NV(nvmlDeviceGetMemoryInfo)(d, &mem), NVML_SUCCESS);
+  EXPECT_EQ(mem.total, 183359ull << 20);
+  int major = 0, minor = 9;
+  ASSERT_EQ(NV(nvmlDeviceGetCudaComputeCapability)(d, &major, &minor), NVML_SUCCESS);
+  EXPECT_EQ(major, 10);
+  EXPECT_EQ(minor, 0);
+  nvmlDeviceArchitecture_t arch = 0;
+  ASSERT_EQ(NV(nvmlDeviceGetArchitecture)(d, &arch), NVML_SUCCESS);
+  EXPECT_EQ(arch, static_cast<nvmlDeviceArchitecture_t>(NVML_DEVICE_ARCH_BLACKWELL));
+  nvmlPciInfo_t pci{};
+  ASSERT_EQ(NV(nvmlDeviceGetPciInfo_v3)(d, &pci), NVML_SUCCESS);
+  EXPECT_EQ(pci.pciDeviceId, 0x290110DEu);
+  char version[80] = {};
+  ASSERT_EQ(NV(nvmlSystemGetDriverVersion)(version, sizeof(version)), NVML_SUCCESS);
+  EXPECT_EQ(DriverBranch(version), 580u);
+
+  // Every index the 580 driver knows, in order: NVIDIA's seven B200 profiles
+  // and NOT_SUPPORTED for the kinds the B200 lacks (+gfx, -me, +me.all).
+  std::vector<std::string> names;
+  unsigned idx = 0;
+  for (;; ++idx) {
+    nvmlGpuInstanceProfileInfo_v2_t info{};
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    nvmlReturn_t r = NV(nvmlDeviceGetGpuInstanceProfileInfoV)(d, idx, &info);
+    if (r == NVML_ERROR_INVALID_ARGUMENT) break;
+    if (r == NVML_ERROR_NOT_SUPPORTED) continue;
+    ASSERT_EQ(r, NVML_SUCCESS) << idx;
+    names.push_back(info.name);
+  }
+  EXPECT_EQ(idx, 0x11u);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"MIG 1g.23gb", "MIG 2g.45gb", "MIG 3g.90gb", "MIG 4g.90gb",
+                                      "MIG 7g.180gb", "MIG 1g.23gb+me", "MIG 1g.45gb"}));
+}
+
+// The +gfx, -me and +me.all kinds (RTX PRO 6000 Blackwell): listed with their
+// driver ids, created, and named on their MIG devices.
+TEST_F(NvmlSimTest, NewProfileKindsAreListedCreatedAndNamed) {
+  Init("rtx-pro-6000");
+  ASSERT_NO_FATAL_FAILURE(EnableMig(0));
+  struct Want {
+    unsigned index, id;
+    const char* name;
+  };
+  for (const Want& w : {Want{0xA, 47, "MIG 1g.24gb+gfx"}, Want{0xB, 35, "MIG 2g.48gb+gfx"},
+                        Want{0xC, 32, "MIG 4g.96gb+gfx"}, Want{0xD, 67, "MIG 1g.24gb-me"},
+                        Want{0xE, 66, "MIG 2g.48gb-me"}, Want{0xF, 65, "MIG 1g.24gb+me.all"},
+                        Want{0x10, 64, "MIG 2g.48gb+me.all"}}) {
+    nvmlGpuInstanceProfileInfo_v2_t info{};
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    ASSERT_EQ(NV(nvmlDeviceGetGpuInstanceProfileInfoV)(Gpu(0), w.index, &info), NVML_SUCCESS)
+        << w.index;
+    EXPECT_EQ(info.id, w.id);
+    EXPECT_EQ(std::string(info.name), w.name);
+  }
+  nvmlGpuInstanceProfileInfo_t all{};
+  ASSERT_EQ(ProfileInfo(0xF, &all), NVML_SUCCESS);
+  EXPECT_EQ(all.decoderCount, 4u);
+  EXPECT_EQ(all.instanceCount, 1u);
+  nvmlGpuInstanceProfileInfo_t none{};
+  ASSERT_EQ(ProfileInfo(0xD, &none), NVML_SUCCESS);
+  EXPECT_EQ(none.decoderCount + none.encoderCount + none.jpegCount + none.ofaCount, 0u);
+
+  // A 2g.48gb+me.all with one 1-slice CI, then 1g.24gb+gfx and 1g.24gb-me.
+  nvmlGpuInstance_t gi = nullptr;
+  ASSERT_EQ(NV(nvmlDeviceCreateGpuInstance)(Gpu(0), 64, &gi), NVML_SUCCESS);
+  // +me.all holds the GPU's extra media engines: no +me beside it.
+  nvmlGpuInstance_t me = nullptr;
+  EXPECT_EQ(NV(nvmlDeviceCreateGpuInstance)(Gpu(0), 21, &me), NVML_ERROR_INSUFFICIENT_RESOURCES);
+  nvmlComputeInstance_t ci = nullptr;
+  ASSERT_EQ(
+      NV(nvmlGpuInstanceCreateComputeInstance)(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci),
+      NVML_SUCCESS);
+  ASSERT_NE(CreateFull(Gpu(0), 0xA, &ci), nullptr);
+  ASSERT_NE(CreateFull(Gpu(0), 0xD, &ci), nullptr);
+  std::vector<std::string> names;
+  for (unsigned i = 0;; ++i) {
+    nvmlDevice_t mig = nullptr;
+    if (NV(nvmlDeviceGetMigDeviceHandleByIndex)(Gpu(0), i, &mig) != NVML_SUCCESS) break;
+    names.push_back(Name(mig));
+  }
+  const std::string prefix = "NVIDIA RTX PRO 6000 Blackwell Server Edition MIG ";
+  EXPECT_EQ(names, (std::vector<std::string>{prefix + "1c.2g.48gb+me.all", prefix + "1g.24gb+gfx",
+                                             prefix + "1g.24gb-me"}));
+}
+
+// Each driver branch enumerates the GI profile indices its header knows:
+// INVALID_ARGUMENT past them, NOT_SUPPORTED for a known index the GPU lacks.
+TEST_F(NvmlSimTest, DriverVersionDecidesTheProfileIndices) {
+  struct Case {
+    const char* version;
+    unsigned count;
+  };
+  for (const Case& c : {Case{"550.163.01", 0xA}, Case{"570.172.08", 0xD}, Case{"575.57.08", 0x11},
+                        Case{"580.95.05", 0x11}, Case{"595.45.04", 0x12}}) {
+    SCOPED_TRACE(c.version);
+    Use(DriverMachine(tmp_, "rtx-pro-6000", c.version));
+    ::setenv("GPUOP_SIM_STATE", (tmp_ + "/state-" + c.version).c_str(), 1);
+    ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+    nvmlGpuInstanceProfileInfo_t info{};
+    EXPECT_EQ(ProfileInfo(c.count, &info), NVML_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(ProfileInfo(0x40, &info), NVML_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(ProfileInfo(c.count - 1, &info), c.count == 0xA    ? NVML_ERROR_NOT_SUPPORTED
+                                               : c.count == 0xD  ? NVML_SUCCESS  // 4g+gfx
+                                               : c.count == 0x11 ? NVML_SUCCESS  // 2g+me.all
+                                                                 : NVML_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(ProfileInfo(0x9, &info), NVML_ERROR_NOT_SUPPORTED);  // 1g REV2: not on this board
+    // A profile id of a kind the driver predates cannot be created either.
+    nvmlGpuInstance_t gi = nullptr;
+    EXPECT_EQ(NV(nvmlDeviceCreateGpuInstance)(Gpu(0), 47, &gi),
+              c.count == 0xA ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS);
+    while (NV(nvmlShutdown)() == NVML_SUCCESS) {
+    }
+  }
+  // The default (570) driver on an H100: +gfx indices known, none of them its own.
+  Init("h100-80gb");
+  nvmlGpuInstanceProfileInfo_t info{};
+  EXPECT_EQ(ProfileInfo(0xA, &info), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(ProfileInfo(0xD, &info), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+// A MIG-enabled H100 with one 1g.10gb GI holding one CI.
+class MigPrivilegeTest : public NvmlSimTest {
+ public:
+  void SetUp() override {
+    NvmlSimTest::SetUp();
+    Use("h100-80gb");
+    ASSERT_TRUE(SetMigLayout(*Control(), 0, true, {"1g.10gb"}).ok());
+    dev_ = tmp_ + "/dev";
+    ASSERT_TRUE(MakeDirs(dev_ + "/nvidia-caps").ok());
+    std::ofstream(dev_ + "/nvidia0") << "";
+  }
+
+  // Initialises NVML in the container view of `dev_`.
+  void InitContainer() {
+    ::setenv("GPUOP_SIM_VISIBLE", "devnodes", 1);
+    ::setenv("GPUOP_SIM_DEV_DIR", dev_.c_str(), 1);
+    ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+  }
+
+  // What the calls the header marks privileged answer, in order; the
+  // unprivileged reads must work either way.
+  std::vector<nvmlReturn_t> PrivilegedCalls() {
+    nvmlDevice_t d = Gpu(0);
+    nvmlDevice_t mig = nullptr;
+    EXPECT_EQ(NV(nvmlDeviceGetMigDeviceHandleByIndex)(d, 0, &mig), NVML_SUCCESS);
+    EXPECT_EQ(Name(mig), "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+    nvmlGpuInstanceProfileInfo_t info{};
+    EXPECT_EQ(ProfileInfo(0, &info), NVML_SUCCESS);
+    unsigned gi_id = 99;
+    EXPECT_EQ(NV(nvmlDeviceGetGpuInstanceId)(mig, &gi_id), NVML_SUCCESS);
+
+    std::vector<nvmlReturn_t> out;
+    nvmlGpuInstancePlacement_t placements[8];
+    unsigned count = 8;
+    out.push_back(
+        NV(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(d, info.id, placements, &count));
+    nvmlGpuInstance_t gi = nullptr;
+    out.push_back(NV(nvmlDeviceGetGpuInstanceById)(d, gi_id, &gi));
+    nvmlGpuInstance_t gis[7];
+    out.push_back(NV(nvmlDeviceGetGpuInstances)(d, info.id, gis, &count));
+    out.push_back(NV(nvmlDeviceGetGpuInstanceRemainingCapacity)(d, info.id, &count));
+    nvmlGpuInstance_t created = nullptr;
+    out.push_back(NV(nvmlDeviceCreateGpuInstance)(d, info.id, &created));
+    return out;
+  }
+  std::string dev_;
+};
+
+TEST_F(MigPrivilegeTest, ContainerWithoutTheConfigCapabilityMayNotManageMig) {
+  InitContainer();
+  for (nvmlReturn_t r : PrivilegedCalls()) EXPECT_EQ(r, NVML_ERROR_NO_PERMISSION);
+}
+
+TEST_F(MigPrivilegeTest, ContainerWithTheConfigCapabilityMayManageMig) {
+  std::ofstream(MigConfigCapPath(dev_)) << "";
+  InitContainer();
+  for (nvmlReturn_t r : PrivilegedCalls()) EXPECT_EQ(r, NVML_SUCCESS);
+}
+
+TEST_F(MigPrivilegeTest, TheVariableOverridesTheCapability) {
+  ::setenv("GPUOP_SIM_MIG_PRIVILEGED", "1", 1);
+  InitContainer();
+  for (nvmlReturn_t r : PrivilegedCalls()) EXPECT_EQ(r, NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+  ::setenv("GPUOP_SIM_MIG_PRIVILEGED", "0", 1);
+  std::ofstream(MigConfigCapPath(dev_)) << "";
+  InitContainer();
+  for (nvmlReturn_t r : PrivilegedCalls()) EXPECT_EQ(r, NVML_ERROR_NO_PERMISSION);
+}
+
+// GI and CI handles obtained while privileged: the CI and destroy calls are
+// privileged too.
+TEST_F(MigPrivilegeTest, ComputeInstanceCallsNeedPrivilege) {
+  ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);  // the host view: privileged
+  nvmlGpuInstance_t gi = nullptr;
+  ASSERT_EQ(NV(nvmlDeviceGetGpuInstanceById)(Gpu(0), 7, &gi), NVML_SUCCESS);
+  nvmlComputeInstance_t ci = nullptr;
+  ASSERT_EQ(NV(nvmlGpuInstanceGetComputeInstanceById)(gi, 0, &ci), NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+  ::setenv("GPUOP_SIM_MIG_PRIVILEGED", "0", 1);
+  ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+  nvmlComputeInstance_t again = nullptr;
+  EXPECT_EQ(NV(nvmlGpuInstanceGetComputeInstanceById)(gi, 0, &again), NVML_ERROR_NO_PERMISSION);
+  nvmlComputeInstance_t cis[7];
+  unsigned count = 7;
+  EXPECT_EQ(NV(nvmlGpuInstanceGetComputeInstances)(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, cis,
+                                                   &count),
+            NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(NV(nvmlGpuInstanceGetComputeInstanceRemainingCapacity)(
+                gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &count),
+            NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(
+      NV(nvmlGpuInstanceCreateComputeInstance)(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &again),
+      NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(NV(nvmlComputeInstanceDestroy)(ci), NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(NV(nvmlGpuInstanceDestroy)(gi), NVML_ERROR_NO_PERMISSION);
+  // Reads that need no privilege still answer.
+  nvmlComputeInstanceInfo_t info{};
+  EXPECT_EQ(NV(nvmlComputeInstanceGetInfo_v2)(ci, &info), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, NoLibcudaFailsOnlyTheLibcudaQuery) {
+  ::setenv("GPUOP_SIM_LIBCUDA", "absent", 1);
+  Init("dgx-h100");
+  int version = 0;
+  EXPECT_EQ(NV(nvmlSystemGetCudaDriverVersion_v2)(&version), NVML_ERROR_LIBRARY_NOT_FOUND);
+  // The unversioned call answers a version the driver supports, as documented.
+  ASSERT_EQ(NV(nvmlSystemGetCudaDriverVersion)(&version), NVML_SUCCESS);
+  EXPECT_EQ(version, 12080);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+  ::setenv("GPUOP_SIM_LIBCUDA", "present", 1);
+  ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+  EXPECT_EQ(NV(nvmlSystemGetCudaDriverVersion_v2)(&version), NVML_SUCCESS);
+  EXPECT_EQ(version, 12080);
+}
+
+TEST_F(NvmlSimTest, DeprecatedCallsAnswerDeprecated) {
+  ::setenv("GPUOP_SIM_DEPRECATED", "nvmlDeviceGetTemperature, nvmlDeviceGetMemoryInfo", 1);
+  Init("dgx-h100");
+  unsigned temp = 0;
+  EXPECT_EQ(NV(nvmlDeviceGetTemperature)(Gpu(0), NVML_TEMPERATURE_GPU, &temp),
+            NVML_ERROR_DEPRECATED);
+  nvmlMemory_t mem{};
+  EXPECT_EQ(NV(nvmlDeviceGetMemoryInfo)(Gpu(0), &mem), NVML_ERROR_DEPRECATED);
+  nvmlMemory_v2_t mem2{};
+  mem2.version = nvmlMemory_v2;
+  EXPECT_EQ(NV(nvmlDeviceGetMemoryInfo_v2)(Gpu(0), &mem2), NVML_SUCCESS);
+  unsigned power = 0;
+  EXPECT_EQ(NV(nvmlDeviceGetPowerUsage)(Gpu(0), &power), NVML_SUCCESS);
+}
+
+TEST_F(NvmlSimTest, DeniedGpuIsCountedButCannotBeOpened) {
+  ::setenv("GPUOP_SIM_DENY_GPUS", "1,6", 1);
+  Init("dgx-h100");
+  unsigned n = 0;
+  ASSERT_EQ(NV(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS);
+  EXPECT_EQ(n, 8u);
+  nvmlDevice_t d = nullptr;
+  EXPECT_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(1, &d), NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(NV(nvmlDeviceGetHandleByIndex_v2)(6, &d), NVML_ERROR_NO_PERMISSION);
+  Machine m = LoadMachine("dgx-h100", "").value();
+  EXPECT_EQ(NV(nvmlDeviceGetHandleByUUID)(m.gpus[1].uuid.c_str(), &d), NVML_ERROR_NO_PERMISSION);
+  for (unsigned i : {0u, 2u, 7u}) EXPECT_EQ(Name(Gpu(i)), "NVIDIA H100 80GB HBM3");
+}
+
+TEST_F(NvmlSimTest, BadProcessEnvironmentFailsInitNamingTheVariable) {
+  Use("dgx-h100");
+  ::setenv("GPUOP_SIM_DENY_GPUS", "one", 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(NV(nvmlInit_v2)(), NVML_ERROR_UNKNOWN);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("GPUOP_SIM_DENY_GPUS: 'one' is not a GPU index"), std::string::npos) << err;
+}
+
+// nvmlProcessInfo_t as nvml.h declares it.
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfo*);
+
+// A GPU a CUDA process holds: the mode change is accepted but not activated,
+// the modes stay, the activation status says IN_USE and the process is listed.
+TEST_F(NvmlSimTest, MigModeChangeOnABusyGpuSaysInUse) {
+  Init("dgx-h100");
+  ASSERT_TRUE(Control()
+                  ->Update([](SimState& s) {
+                    s.gpus[0].processes.push_back({4242, 1ull << 30});
+                    return Status::Ok();
+                  })
+                  .ok());
+  nvmlReturn_t activation = NVML_SUCCESS;
+  ASSERT_EQ(NV(nvmlDeviceSetMigMode)(Gpu(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  EXPECT_EQ(activation, NVML_ERROR_IN_USE);
+  unsigned cur = 9, pend = 9;
+  ASSERT_EQ(NV(nvmlDeviceGetMigMode)(Gpu(0), &cur, &pend), NVML_SUCCESS);
+  EXPECT_EQ(cur, 0u);
+  EXPECT_EQ(pend, 0u);
+  auto running = reinterpret_cast<RunningProcessesFn>(
+      ::dlsym(Library(), "nvmlDeviceGetComputeRunningProcesses_v3"));
+  ASSERT_NE(running, nullptr);
+  ProcessInfo infos[4] = {};
+  unsigned count = 4;
+  ASSERT_EQ(running(Gpu(0), &count, infos), NVML_SUCCESS);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(infos[0].pid, 4242u);
+  EXPECT_EQ(infos[0].usedGpuMemory, 1ull << 30);
+  // Another GPU, idle, takes the change pending a reset.
+  ASSERT_EQ(NV(nvmlDeviceSetMigMode)(Gpu(1), NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  EXPECT_EQ(activation, NVML_ERROR_RESET_REQUIRED);
+  // Once the process is gone the busy GPU takes it too.
+  ASSERT_TRUE(Control()
+                  ->Update([](SimState& s) {
+                    s.gpus[0].processes.clear();
+                    return Status::Ok();
+                  })
+                  .ok());
+  ASSERT_EQ(NV(nvmlDeviceSetMigMode)(Gpu(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  EXPECT_EQ(activation, NVML_ERROR_RESET_REQUIRED);
+  ASSERT_EQ(NV(nvmlDeviceGetMigMode)(Gpu(0), &cur, &pend), NVML_SUCCESS);
+  EXPECT_EQ(pend, 1u);
 }
 
 }  // namespace
