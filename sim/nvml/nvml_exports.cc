@@ -1053,6 +1053,25 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensor
   });
 }
 
+nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature) {
+  {
+    // The entry point came with the 565 branch: an older loaded driver
+    // answers as a library without the symbol would leave the caller.
+    std::shared_ptr<Session> s;
+    if (GetSession(&s) == NVML_SUCCESS &&
+        !gpuop::sim::DriverHasTemperatureV(s->DriverVersions().first)) {
+      return NVML_ERROR_FUNCTION_NOT_FOUND;
+    }
+  }
+  return WithTelemetry(device, [&](const Ctx&, const Telemetry& t) -> nvmlReturn_t {
+    if (temperature == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (temperature->version != nvmlTemperature_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    temperature->temperature = static_cast<int>(t.gpu_temp_c);
+    return NVML_SUCCESS;
+  });
+}
+
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   return WithTelemetry(device, [&](const Ctx& c, const Telemetry& t) -> nvmlReturn_t {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -1068,19 +1087,9 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   });
 }
 
-// nvmlProcessInfo_t (nvmlProcessInfo_v2_t in nvml.h): declared here, as no
-// NVML client in gpuop reads it yet.
-struct SimNvmlProcessInfo {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-static_assert(sizeof(SimNvmlProcessInfo) == 24, "nvmlProcessInfo_t is 24 bytes");
-
 // The processes holding a CUDA context on the GPU (libcuda-sim.so records them).
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
-                                                     SimNvmlProcessInfo* infos) {
+                                                     nvmlProcessInfo_t* infos) {
   return Guard([&]() -> nvmlReturn_t {
     Ctx c;
     if (nvmlReturn_t r = ResolveGpu(device, &c); r != NVML_SUCCESS) return r;

@@ -1260,14 +1260,7 @@ TEST_F(NvmlSimTest, BadProcessEnvironmentFailsInitNamingTheVariable) {
   EXPECT_NE(err.find("GPUOP_SIM_DENY_GPUS: 'one' is not a GPU index"), std::string::npos) << err;
 }
 
-// nvmlProcessInfo_t as nvml.h declares it.
-struct ProcessInfo {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, ProcessInfo*);
+using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
 
 // A GPU a CUDA process holds: the mode change is accepted but not activated,
 // the modes stay, the activation status says IN_USE and the process is listed.
@@ -1289,7 +1282,7 @@ TEST_F(NvmlSimTest, MigModeChangeOnABusyGpuSaysInUse) {
   auto running = reinterpret_cast<RunningProcessesFn>(
       ::dlsym(Library(), "nvmlDeviceGetComputeRunningProcesses_v3"));
   ASSERT_NE(running, nullptr);
-  ProcessInfo infos[4] = {};
+  nvmlProcessInfo_t infos[4] = {};
   unsigned count = 4;
   ASSERT_EQ(running(Gpu(0), &count, infos), NVML_SUCCESS);
   ASSERT_EQ(count, 1u);
@@ -1309,6 +1302,32 @@ TEST_F(NvmlSimTest, MigModeChangeOnABusyGpuSaysInUse) {
   EXPECT_EQ(activation, NVML_ERROR_RESET_REQUIRED);
   ASSERT_EQ(NV(nvmlDeviceGetMigMode)(Gpu(0), &cur, &pend), NVML_SUCCESS);
   EXPECT_EQ(pend, 1u);
+}
+
+// The versioned temperature call answers as the deprecated one did; a driver
+// before the 565 branch lacks it.
+TEST_F(NvmlSimTest, TemperatureVAnswersLikeTemperature) {
+  Init("dgx-h100");
+  unsigned old = 0;
+  ASSERT_EQ(NV(nvmlDeviceGetTemperature)(Gpu(2), NVML_TEMPERATURE_GPU, &old), NVML_SUCCESS);
+  nvmlTemperature_t t{};
+  t.version = nvmlTemperature_v1;
+  t.sensorType = NVML_TEMPERATURE_GPU;
+  ASSERT_EQ(NV(nvmlDeviceGetTemperatureV)(Gpu(2), &t), NVML_SUCCESS);
+  // The model's GPU temperature: 32 C idle to 77 C at full load.
+  EXPECT_GE(t.temperature, 32);
+  EXPECT_LE(t.temperature, 77);
+  t.version = nvmlTemperature_v1 + 1;
+  EXPECT_EQ(NV(nvmlDeviceGetTemperatureV)(Gpu(2), &t), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  EXPECT_EQ(NV(nvmlDeviceGetTemperatureV)(Gpu(2), nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+
+  Use(DriverMachine(tmp_, "h100-80gb", "560.35.03"));
+  ::setenv("GPUOP_SIM_STATE", (tmp_ + "/state-560").c_str(), 1);
+  ASSERT_EQ(NV(nvmlInit_v2)(), NVML_SUCCESS);
+  t.version = nvmlTemperature_v1;
+  EXPECT_EQ(NV(nvmlDeviceGetTemperatureV)(Gpu(0), &t), NVML_ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(NV(nvmlDeviceGetTemperature)(Gpu(0), NVML_TEMPERATURE_GPU, &old), NVML_SUCCESS);
 }
 
 }  // namespace
