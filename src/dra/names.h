@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "nvml/device.h"
 
 namespace gpuop::dra {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/strings.h"
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "kube/object.h"
 
 namespace gpuop::driver_manager {
@@ -32,17 +32,6 @@ const Json& Field(const Json& obj, const char* key) {
 }
 
 std::string Suffix() { return "_" + std::string(kPauseValue); }
-
-bool NamesGpuResource(const Json& resources) {
-  for (const char* kind : {"limits", "requests"}) {
-    const Json& list = Field(resources, kind);
-    if (!list.is_object()) continue;
-    for (const auto& [name, _] : list.items()) {
-      if (StartsWith(name, "nvidia.com/gpu") || StartsWith(name, "nvidia.com/mig-")) return true;
-    }
-  }
-  return false;
-}
 
 std::optional<std::string> AppLabel(const Json& pod) { return kube::Label(pod, "app"); }
 
@@ -110,16 +99,6 @@ Json LabelPatch(const std::map<std::string, std::string>& changes) {
   return Json{{"metadata", {{"labels", std::move(labels)}}}};
 }
 
-bool IsGpuPod(const Json& pod, const std::set<std::string>& gpu_claims) {
-  const Json& containers = Field(Field(pod, "spec"), "containers");
-  if (containers.is_array()) {
-    for (const Json& c : containers) {
-      if (NamesGpuResource(Field(c, "resources"))) return true;
-    }
-  }
-  return kube::UsesAnyClaim(pod, gpu_claims);
-}
-
 std::vector<Json> LivePodsWithClaims(const std::vector<Json>& pods,
                                      const std::set<std::string>& gpu_claims) {
   std::vector<Json> out;
@@ -171,7 +150,7 @@ EvictionPlan PlanEviction(const std::vector<Json>& pods, const EvictionFlags& fl
                           bool only_gpu_pods, const std::set<std::string>& gpu_claims) {
   EvictionPlan plan;
   for (const Json& pod : pods) {
-    if (only_gpu_pods && !IsGpuPod(pod, gpu_claims)) continue;
+    if (only_gpu_pods && !kube::IsGpuPod(pod, gpu_claims)) continue;
     if (IsMirrorPod(pod)) {
       if (only_gpu_pods) {
         plan.refused.push_back(PodKey(pod) +

@@ -77,12 +77,6 @@ Json LabelPatch(const std::map<std::string, std::string>& changes);
 
 // ---- Pods -----------------------------------------------------------------
 
-// A regular container whose limits or requests name nvidia.com/gpu* or
-// nvidia.com/mig-* (init containers do not count: they ran to completion),
-// or a ResourceClaim in `gpu_claims` ("ns/name" of the claims gpu.nvidia.com
-// allocated; kube::ListClaimsAllocatedBy).
-bool IsGpuPod(const Json& pod, const std::set<std::string>& gpu_claims);
-
 // §2.2 step 7: the pods that are not finished and still use one of
 // `gpu_claims`; the driver must not be unloaded under them.
 std::vector<Json> LivePodsWithClaims(const std::vector<Json>& pods,
@@ -111,7 +105,7 @@ struct EvictionPlan {
 // kubectl drain's filters over `pods`: DaemonSet pods and mirror pods are
 // skipped; finished pods are always removable; a pod without a controller
 // needs `force`, one with emptyDir needs `delete_emptydir_data`.
-// `only_gpu_pods`: GPU pods only (IsGpuPod with `gpu_claims`), and then a
+// `only_gpu_pods`: GPU pods only (kube::IsGpuPod with `gpu_claims`), and then a
 // DaemonSet-owned GPU pod is refused (it cannot leave: its controller
 // recreates it), as NVIDIA's all-or-nothing GPU eviction refuses it.
 EvictionPlan PlanEviction(const std::vector<Json>& pods, const EvictionFlags& flags,

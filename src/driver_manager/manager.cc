@@ -16,7 +16,7 @@
 #include "base/strings.h"
 #include "driver_manager/core.h"
 #include "host/driver_files.h"
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "kube/object.h"
 #include "nvml/client.h"
 
@@ -501,7 +501,7 @@ class Run {
     if (auto pods = PodsOnNode(); pods.ok()) {
       std::vector<Json> gpu_pods;
       for (const Json& p : *pods) {
-        if (IsGpuPod(p, claims)) gpu_pods.push_back(p);
+        if (kube::IsGpuPod(p, claims)) gpu_pods.push_back(p);
       }
       if (!gpu_pods.empty()) parts.push_back("GPU pods still on the node: " + PodList(gpu_pods));
     }

@@ -79,7 +79,7 @@
 #include <string>
 #include <vector>
 
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "kube/resource.h"
 #include "operator/policy.h"
 

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "base/strings.h"
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "kube/object.h"
 
 namespace gpuop::op::upgrade {
@@ -410,17 +410,6 @@ class NodeStepper {
   bool orphan_ = false;
 };
 
-bool HasGpuRequest(const Json& resources) {
-  for (const char* kind : {"limits", "requests"}) {
-    const Json& m = At(resources, kind);
-    if (!m.is_object()) continue;
-    for (const auto& [name, value] : m.items()) {
-      if (StartsWith(name, "nvidia.com/gpu") || StartsWith(name, "nvidia.com/mig-")) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string_view StateName(State s) {
@@ -508,10 +497,7 @@ PodInfo ReadPod(const Json& pod, const std::set<std::string>& gpu_claims) {
     }
   }
   const Json& spec = At(pod, "spec");
-  for (const Json& c : At(spec, "containers").is_array() ? At(spec, "containers") : Json::array()) {
-    if (HasGpuRequest(At(c, "resources"))) p.gpu = true;
-  }
-  if (kube::UsesAnyClaim(pod, gpu_claims)) p.gpu = true;
+  p.gpu = kube::IsGpuPod(pod, gpu_claims);
   for (const Json& v : At(spec, "volumes").is_array() ? At(spec, "volumes") : Json::array()) {
     if (v.contains("emptyDir")) p.empty_dir = true;
   }

@@ -6,7 +6,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 #include "kube/object.h"
 #include "operator/node_labels.h"
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "driver_manager/options.h"
+#include "kube/gpu_pods.h"
 
 namespace gpuop::driver_manager {
 namespace {
@@ -103,22 +104,6 @@ Json WithResources(Json resources) {
   return Json{{"containers", Json::array({{{"name", "c"}, {"resources", std::move(resources)}}})}};
 }
 
-TEST(IsGpuPodTest, LimitsOrRequestsOfGpuOrMigResourcesInRegularContainers) {
-  EXPECT_TRUE(IsGpuPod(Pod("ml", "a", WithResources({{"limits", {{"nvidia.com/gpu", "1"}}}})), {}));
-  EXPECT_TRUE(IsGpuPod(
-      Pod("ml", "b", WithResources({{"requests", {{"nvidia.com/gpu.shared", "1"}}}})), {}));
-  EXPECT_TRUE(
-      IsGpuPod(Pod("ml", "c", WithResources({{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}})), {}));
-  EXPECT_FALSE(IsGpuPod(Pod("ml", "d", WithResources({{"limits", {{"cpu", "1"}}}})), {}));
-  EXPECT_FALSE(
-      IsGpuPod(Pod("ml", "e", WithResources({{"limits", {{"example.com/gpu", "1"}}}})), {}));
-  Json init_only{
-      {"initContainers",
-       Json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
-      {"containers", Json::array({{{"name", "c"}}})}};
-  EXPECT_FALSE(IsGpuPod(Pod("ml", "f", init_only), {}));
-}
-
 // A pod whose claim `claim` is named directly, or made from a template and
 // named in its status, as the resource claim controller records it.
 Json ClaimPod(const std::string& name, const std::string& claim, bool from_template) {
@@ -139,18 +124,18 @@ Json ClaimPod(const std::string& name, const std::string& claim, bool from_templ
 
 TEST(IsGpuPodTest, APodUsingAClaimGpuNvidiaComAllocatedIsOne) {
   const std::set<std::string> gpu_claims = {"ml/gpu-claim", "ml/pod-b-gpu-x7k"};
-  EXPECT_TRUE(IsGpuPod(ClaimPod("a", "gpu-claim", false), gpu_claims));
-  EXPECT_TRUE(IsGpuPod(ClaimPod("b", "pod-b-gpu-x7k", true), gpu_claims));
+  EXPECT_TRUE(kube::IsGpuPod(ClaimPod("a", "gpu-claim", false), gpu_claims));
+  EXPECT_TRUE(kube::IsGpuPod(ClaimPod("b", "pod-b-gpu-x7k", true), gpu_claims));
   // Another driver's claim, a claim of the same name in another namespace,
   // a template whose claim is not made yet, a cluster without DRA: not GPU pods.
-  EXPECT_FALSE(IsGpuPod(ClaimPod("c", "nic-claim", false), gpu_claims));
+  EXPECT_FALSE(kube::IsGpuPod(ClaimPod("c", "nic-claim", false), gpu_claims));
   Json elsewhere = ClaimPod("d", "gpu-claim", false);
   elsewhere["metadata"]["namespace"] = "web";
-  EXPECT_FALSE(IsGpuPod(elsewhere, gpu_claims));
+  EXPECT_FALSE(kube::IsGpuPod(elsewhere, gpu_claims));
   Json unmade = ClaimPod("e", "x", true);
   unmade["status"] = Json::object();
-  EXPECT_FALSE(IsGpuPod(unmade, gpu_claims));
-  EXPECT_FALSE(IsGpuPod(ClaimPod("a", "gpu-claim", false), {}));
+  EXPECT_FALSE(kube::IsGpuPod(unmade, gpu_claims));
+  EXPECT_FALSE(kube::IsGpuPod(ClaimPod("a", "gpu-claim", false), {}));
 
   std::vector<Json> pods = {ClaimPod("a", "gpu-claim", false), ClaimPod("c", "nic-claim", false),
                             Pod("ml", "cpu", WithResources(Json::object()))};

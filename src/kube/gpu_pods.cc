@@ -1,4 +1,4 @@
-#include "kube/dra_claims.h"
+#include "kube/gpu_pods.h"
 
 #include "kube/object.h"
 #include "kube/resource.h"
@@ -37,6 +37,27 @@ std::vector<std::string> PodClaimKeys(const Json& pod) {
     if (!claim.empty()) out.push_back(MakeKey(ns, claim));
   }
   return out;
+}
+
+bool RequestsGpuResource(const Json& resources) {
+  for (const char* kind : {"limits", "requests"}) {
+    const Json& m = Field(resources, kind);
+    if (!m.is_object()) continue;
+    for (const auto& [name, value] : m.items()) {
+      if (name.starts_with("nvidia.com/gpu") || name.starts_with("nvidia.com/mig-")) return true;
+    }
+  }
+  return false;
+}
+
+bool IsGpuPod(const Json& pod, const std::set<std::string>& gpu_claims) {
+  const Json& containers = Field(Field(pod, "spec"), "containers");
+  if (containers.is_array()) {
+    for (const Json& c : containers) {
+      if (RequestsGpuResource(Field(c, "resources"))) return true;
+    }
+  }
+  return UsesAnyClaim(pod, gpu_claims);
 }
 
 bool IsAllocatedByDriver(const Json& claim, std::string_view driver) {

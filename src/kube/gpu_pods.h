@@ -1,7 +1,8 @@
-// DRA ResourceClaims as the driver upgrade reads them: which claims a pod
-// uses, and which claims a DRA driver allocated. The operator's upgrade
-// controller and the driver manager both count a pod holding a GPU through
-// a gpu.nvidia.com claim as a GPU pod (facts/driver.md §2.4).
+// GPU pods as the driver upgrade reads them: a pod that requests an
+// nvidia.com GPU or MIG resource, or holds a ResourceClaim a DRA driver
+// allocated (which claims a pod uses, which claims gpu.nvidia.com allocated).
+// The operator's upgrade controller and the driver manager both decide with
+// these which pods to evict (facts/driver.md §2.4).
 //
 // Thread-safety: pure functions over values; ListClaimsAllocatedBy uses the
 // (thread-safe) client.
@@ -28,6 +29,15 @@ std::vector<std::string> PodClaimKeys(const Json& pod);
 
 // Whether `claim`'s status.allocation.devices.results name `driver`.
 bool IsAllocatedByDriver(const Json& claim, std::string_view driver);
+
+// Whether container `resources` (limits or requests) name nvidia.com/gpu* or
+// nvidia.com/mig-*: the device plugin's resources.
+bool RequestsGpuResource(const Json& resources);
+
+// A regular container of `pod` requests a GPU resource (init containers do
+// not count: they ran to completion), or `pod` uses one of `gpu_claims`
+// ("ns/name" of the claims gpu.nvidia.com allocated; ListClaimsAllocatedBy).
+bool IsGpuPod(const Json& pod, const std::set<std::string>& gpu_claims);
 
 // Whether `pod` uses one of `claims` ("ns/name").
 bool UsesAnyClaim(const Json& pod, const std::set<std::string>& claims);

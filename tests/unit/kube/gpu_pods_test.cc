@@ -1,7 +1,8 @@
-// The DRA claim helpers the driver upgrade shares (src/kube/dra_claims.h):
-// the claims a pod uses, whose allocation names a driver, and the listing
-// against the API emulator, with and without resource.k8s.io/v1.
-#include "kube/dra_claims.h"
+// The GPU-pod helpers the driver upgrade shares (src/kube/gpu_pods.h): GPU
+// resources in containers, the claims a pod uses, whose allocation names a
+// driver, and the listing against the API emulator, with and without
+// resource.k8s.io/v1.
+#include "kube/gpu_pods.h"
 
 #include <gtest/gtest.h>
 
@@ -24,6 +25,27 @@ Json ClaimAllocatedBy(const std::string& ns, const std::string& name, const std:
                                           {"driver", driver},
                                           {"pool", "gpu-1"},
                                           {"device", "gpu-0"}}})}}}}}}}};
+}
+
+Json PodWith(Json spec) {
+  return Json{{"metadata", {{"namespace", "ml"}, {"name", "p"}}}, {"spec", std::move(spec)}};
+}
+
+Json Containers(Json resources) {
+  return Json{{"containers", Json::array({{{"name", "c"}, {"resources", std::move(resources)}}})}};
+}
+
+TEST(IsGpuPodTest, LimitsOrRequestsOfGpuOrMigResourcesInRegularContainers) {
+  EXPECT_TRUE(IsGpuPod(PodWith(Containers({{"limits", {{"nvidia.com/gpu", "1"}}}})), {}));
+  EXPECT_TRUE(IsGpuPod(PodWith(Containers({{"requests", {{"nvidia.com/gpu.shared", "1"}}}})), {}));
+  EXPECT_TRUE(IsGpuPod(PodWith(Containers({{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}})), {}));
+  EXPECT_FALSE(IsGpuPod(PodWith(Containers({{"limits", {{"cpu", "1"}}}})), {}));
+  EXPECT_FALSE(IsGpuPod(PodWith(Containers({{"limits", {{"example.com/gpu", "1"}}}})), {}));
+  Json init_only{
+      {"initContainers",
+       Json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
+      {"containers", Json::array({{{"name", "c"}}})}};
+  EXPECT_FALSE(IsGpuPod(PodWith(init_only), {}));
 }
 
 TEST(PodClaimKeysTest, NamedClaimsAndTheClaimsMadeFromTemplates) {
