@@ -812,13 +812,16 @@ void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
 
   Json pod = BasePodSpec(in, spec, true);
   Json& vols = pod["volumes"];
+  // Privileged with the MIG config capability, as NVIDIA's: a MIG device's
+  // placement (its name and memorySlice capacities) is privileged in NVML.
   Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
+                          EnvValue("NVIDIA_MIG_CONFIG_DEVICES", "all"),
                           EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
                           EnvValue("CDI_ROOT", "/var/run/cdi")});
   constexpr int kHealthPort = 51516;  // NVIDIA's chart's GPU plugin health port
   Json ctr = GpuopContainer("gpus", spec,
                             {"dra-plugin", "--health-addr", ":" + std::to_string(kHealthPort)},
-                            env, false, true);
+                            env, true, true);
   // /healthz fails while the kubelet has not registered the plugin or a
   // prepare would fail, so a wedged plugin is restarted.
   ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},

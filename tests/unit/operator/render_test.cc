@@ -426,10 +426,13 @@ TEST(RenderTest, DraDriverReplacesTheDevicePlugin) {
   const Json ds = Find(dra, "DaemonSet/nvidia-dra-driver-kubelet-plugin");
   EXPECT_EQ(PodSpec(ds)["nodeSelector"], (Json{{"nvidia.com/gpu.deploy.dra-driver", "true"}}));
   EXPECT_EQ(PodSpec(ds)["runtimeClassName"], "nvidia");
-  EXPECT_THAT(PrivilegedContainers(ds), IsEmpty());
+  // As NVIDIA's: MIG placements (device names, memory slices) need privilege.
+  EXPECT_EQ(PrivilegedContainers(ds), (std::set<std::string>{"gpus"}));
   const Json& ctr = PodSpec(ds)["containers"][0];
   EXPECT_EQ(ctr["command"], (Json{"gpuop", "--host-root", "/host", "dra-plugin", "--health-addr",
                                   ":51516"}));
+  EXPECT_THAT(ctr["env"].dump(),
+              ::testing::HasSubstr(R"({"name":"NVIDIA_MIG_CONFIG_DEVICES","value":"all"})"));
   using Mounts = std::map<std::string, std::set<std::string>>;
   EXPECT_EQ(HostMounts(ds), (Mounts{{"/", {"/host (ro)"}},
                                     {"/var/lib/kubelet/plugins", {"/host/var/lib/kubelet/plugins (rw)"}},
