@@ -122,7 +122,9 @@ Status VersionLabels(const nvml::SystemInfo& sys, Labels* out) {
   (*out)[p + "cuda.driver-version.minor"] = parts[1];
   (*out)[p + "cuda.driver-version.revision"] = rev;
   (*out)[p + "cuda.driver-version.full"] = sys.driver_version;
+  // 0: NVML could not ask libcuda (not installed); no CUDA labels, not "0.0".
   const int v = sys.cuda_driver_version;
+  if (v == 0) return Status::Ok();
   const std::string major = std::to_string(v / 1000), minor = std::to_string((v % 1000) / 10);
   (*out)[p + "cuda.runtime.major"] = major;
   (*out)[p + "cuda.runtime.minor"] = minor;

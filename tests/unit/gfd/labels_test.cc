@@ -166,6 +166,21 @@ TEST_F(GfdLabelsTest, EverySimulatedModel) {
   }
 }
 
+// A node without libcuda: NVML answers LIBRARY_NOT_FOUND for the CUDA
+// version, and the node is labelled without the CUDA runtime labels.
+TEST_F(GfdLabelsTest, WithoutLibcudaNoCudaRuntimeLabels) {
+  Machine("dgx-h100");
+  ASSERT_EQ(setenv("GPUOP_SIM_LIBCUDA", "absent", 1), 0);
+  LabelInput in = Input();
+  unsetenv("GPUOP_SIM_LIBCUDA");
+  Labels l = Generate(in);
+  EXPECT_EQ(l.at("nvidia.com/cuda.driver-version.full"), "570.172.08");
+  EXPECT_EQ(l.at("nvidia.com/gpu.count"), "8");
+  for (const auto& [key, value] : l) {
+    EXPECT_FALSE(key.starts_with("nvidia.com/cuda.runtime")) << key << "=" << value;
+  }
+}
+
 // One compute tray of a GB200 NVL72 rack: the clique label joins the
 // fabric's cluster UUID and clique id; the other labels are as for any model.
 TEST_F(GfdLabelsTest, Gb200Nvl4HasTheCliqueLabel) {
