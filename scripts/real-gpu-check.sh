@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Runs gpuop against a real NVIDIA driver: builds, then `gpuop nvml list`,
-# `gpuop nvml info --json`, one telemetry read and the validator's CUDA check
-# once (`gpuop cuda vector-add`: context, PTX module, kernel launch, result
-# checked). Exits non-zero on any NVML or CUDA error. Read-only: it never changes a GPU setting (no MIG mode, clocks, resets).
+# `gpuop nvml info --json`, one telemetry read, the MIG profile listing
+# (profile indices enumerated until NVML says INVALID_ARGUMENT), CDI
+# generation, gfd once, one exporter scrape, `nvml list` again as an
+# unprivileged user (MIG calls NVML keeps for privileged users, a GPU it may
+# not open), and the validator's CUDA check once (`gpuop cuda vector-add`:
+# context, PTX module, kernel launch, result checked). Exits non-zero on any
+# NVML or CUDA error. Read-only: it never changes a GPU setting (no MIG mode,
+# clocks, resets).
 # Record what it printed in docs/real-gpu.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +37,18 @@ run nvidia-smi -L || true
 run "$build/bin/gpuop" nvml list
 run "$build/bin/gpuop" nvml info --json > "$out/nvml-info.json"
 run "$build/bin/gpuop" nvml telemetry
+run "$build/bin/gpuop" mig profiles
+run "$build/bin/gpuop" cdi generate --output "$out/cdi.yaml"
+run "$build/bin/gpuop" gfd --oneshot --output-file "$out/gfd.txt"
+run cat "$out/gfd.txt"
+port=9499
+"$build/bin/gpuop" exporter --listen "127.0.0.1:$port" >"$out/exporter.log" 2>&1 &
+exporter=$!
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/metrics" -o "$out/metrics.prom" && break; sleep 0.1; done
+kill "$exporter"
+run grep -c '^DCGM_FI_' "$out/metrics.prom"
+if command -v setpriv >/dev/null; then
+  run setpriv --reuid=65534 --regid=65534 --clear-groups "$build/bin/gpuop" nvml list
+fi
 run "$build/bin/gpuop" cuda vector-add
 echo "real-gpu-check: ok (log in $out/real-gpu.log)"
