@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "base/log.h"
 #include "cli/cli.h"
 #include "nvml/client.h"
 #include "nvml/format.h"
@@ -64,7 +65,13 @@ int Telemetry(const std::string& lib, bool json) {
   std::vector<nvml::TelemetryRow> rows;
   bool all_ok = true;
   for (unsigned i = 0; i < *count; ++i) {
-    rows.push_back({i, (*client)->ReadTelemetry(i)});
+    auto reading = (*client)->ReadTelemetry(i);
+    if (!reading.ok() && reading.status().code() == StatusCode::kPermissionDenied) {
+      // A GPU this process may not open is skipped, as nvml::Client::Gpus does.
+      LogWarn("skipping a GPU NVML may not open", {{"gpu", i}, {"error", reading.status()}});
+      continue;
+    }
+    rows.push_back({i, std::move(reading)});
     all_ok = all_ok && rows.back().reading.ok();
   }
   if (json) {

@@ -102,9 +102,11 @@ Result<Device> MigDevice(const nvml::Gpu& gpu, const nvml::MigDevice& mig,
   c["jpegEngines"] = mig.engines.jpegs;
   c["ofaEngines"] = mig.engines.ofas;
   c["memory"] = mig.memory_mib * kBytesPerMib;
-  // The GI's placement is on the memory-slice axis.
-  for (unsigned i = mig.placement.start; i < mig.placement.start + mig.placement.size; ++i) {
-    c["memorySlice" + std::to_string(i)] = 1;
+  // The GI's placement is on the memory-slice axis (unknown without MIG privilege).
+  if (mig.placement) {
+    for (unsigned i = mig.placement->start; i < mig.placement->start + mig.placement->size; ++i) {
+      c["memorySlice" + std::to_string(i)] = 1;
+    }
   }
   d.taints = TaintsFor(gpu, inputs);
   return d;

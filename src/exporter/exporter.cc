@@ -181,7 +181,15 @@ bool Exporter::Collect(const nvml::Client& client) {
     reading.last_xid = xids.contains(i) ? xids[i] : 0;
     bool healthy = false;
     Status why;
-    if (auto g = client.GpuByIndex(i); g.ok()) {
+    auto described = client.GpuByIndex(i);
+    if (!described.ok() && described.status().code() == StatusCode::kPermissionDenied) {
+      // A GPU this process may not open is not its to watch (nvml::Client::Gpus skips it too).
+      if (was_healthy_[i])
+        LogWarn("skipping a GPU NVML may not open", {{"gpu", i}, {"error", described.status()}});
+      was_healthy_[i] = false;
+      continue;
+    }
+    if (auto& g = described; g.ok()) {
       known_gpus_[i] = std::move(g).value();
       if (auto t = client.ReadTelemetry(i); t.ok()) {
         reading.telemetry = std::move(t).value();

@@ -6,12 +6,33 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/files.h"
+#include "base/log.h"
+#include "base/strings.h"
 #include "nvml/library.h"
 
 namespace gpuop::nvml {
 namespace {
 
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;
+
+// GPU and compute instance profile indices run from 0 until NVML answers
+// NVML_ERROR_INVALID_ARGUMENT (the header's rule: a newer driver knows more
+// than our NVML_*_PROFILE_COUNT); the bound only guards against a library
+// that never says so.
+constexpr unsigned kMaxProfileIndices = 64;
+
+// What a process without MIG privilege is told when NVML refuses a MIG call.
+constexpr char kMigPrivilegeHint[] =
+    "this process lacks MIG management privilege: give it the MIG capability device nodes "
+    "/dev/nvidia-caps/nvidia-cap1 (config) and /dev/nvidia-caps/nvidia-cap2 (monitor) (in a "
+    "container: NVIDIA_MIG_CONFIG_DEVICES=all and NVIDIA_MIG_MONITOR_DEVICES=all), or run it "
+    "privileged";
+
+Status MigPrivilege(Status s) {
+  if (s.code() != StatusCode::kPermissionDenied) return s;
+  return Status(s.code(), s.message() + ": " + kMigPrivilegeHint);
+}
 
 // NVML return codes that mean "this GPU or driver does not have this value":
 // a telemetry field is then left empty instead of failing the whole read.
@@ -22,6 +43,7 @@ bool Absent(nvmlReturn_t ret, bool mig) {
     case NVML_ERROR_NO_DATA:
     case NVML_ERROR_FUNCTION_NOT_FOUND:
     case NVML_ERROR_NOT_FOUND:
+    case NVML_ERROR_DEPRECATED:  // a driver that dropped the call
       return true;
     case NVML_ERROR_INVALID_ARGUMENT:
       // Several device queries reject a MIG handle as an invalid argument.
@@ -142,6 +164,30 @@ Result<std::optional<GpuFabric>> ReadFabric(const Library& lib, nvmlDevice_t dev
   return std::optional<GpuFabric>(std::move(f));
 }
 
+// The GPU temperature: nvmlDeviceGetTemperatureV (13.0 deprecates the
+// unversioned call), else nvmlDeviceGetTemperature on a driver without it or
+// that does not take our struct version.
+Result<std::optional<unsigned>> ReadGpuTemperature(const Library& lib, nvmlDevice_t dev,
+                                                   const std::string& object, bool mig) {
+  const Functions& fn = lib.fn();
+  if (fn.DeviceGetTemperatureV) {
+    nvmlTemperature_t t{};
+    t.version = nvmlTemperature_v1;
+    t.sensorType = NVML_TEMPERATURE_GPU;
+    nvmlReturn_t ret = fn.DeviceGetTemperatureV.ptr(dev, &t);
+    if (ret == NVML_SUCCESS) return std::optional<unsigned>(t.temperature < 0 ? 0 : t.temperature);
+    if (ret != NVML_ERROR_FUNCTION_NOT_FOUND && ret != NVML_ERROR_NOT_SUPPORTED &&
+        ret != NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
+      if (Absent(ret, mig)) return std::optional<unsigned>();
+      return lib.Error(ret, object, fn.DeviceGetTemperatureV.symbol);
+    }
+  }
+  unsigned u = 0;
+  GPUOP_ASSIGN_OR_RETURN(
+      bool ok, TryRead(lib, fn.DeviceGetTemperature, object, mig, dev, NVML_TEMPERATURE_GPU, &u));
+  return ok ? std::optional<unsigned>(u) : std::optional<unsigned>();
+}
+
 // Everything about one GPU that the MIG calls need.
 struct MigContext {
   nvmlDevice_t dev = nullptr;
@@ -184,7 +230,7 @@ Result<std::vector<GiProfile>> ListGiProfiles(const Library& lib, nvmlDevice_t d
                                               const std::string& object, uint64_t total_bytes) {
   const Functions& fn = lib.fn();
   std::vector<GiProfile> out;
-  for (unsigned idx = 0; idx < NVML_GPU_INSTANCE_PROFILE_COUNT; ++idx) {
+  for (unsigned idx = 0; idx < kMaxProfileIndices; ++idx) {
     nvmlGpuInstanceProfileInfo_v2_t info{};
     info.version = nvmlGpuInstanceProfileInfo_v2;
     nvmlReturn_t ret = NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -211,11 +257,9 @@ Result<std::vector<GiProfile>> ListGiProfiles(const Library& lib, nvmlDevice_t d
       info.ofaCount = old.ofaCount;
       info.memorySizeMB = old.memorySizeMB;
     }
+    if (ret == NVML_ERROR_INVALID_ARGUMENT) break;  // past the driver's last profile index
     // This GPU has no such profile (or MIG is off): not an error.
-    if (ret == NVML_ERROR_NOT_SUPPORTED || ret == NVML_ERROR_INVALID_ARGUMENT ||
-        ret == NVML_ERROR_NOT_FOUND) {
-      continue;
-    }
+    if (ret == NVML_ERROR_NOT_SUPPORTED || ret == NVML_ERROR_NOT_FOUND) continue;
     if (ret != NVML_SUCCESS) return lib.Error(ret, object, symbol);
 
     GiProfile p;
@@ -239,7 +283,8 @@ Result<std::vector<GiProfile>> ListGiProfiles(const Library& lib, nvmlDevice_t d
         for (unsigned i = 0; i < std::min(count, 32u); ++i) {
           p.placements.push_back({buf[i].start, buf[i].size});
         }
-      } else if (pret != NVML_ERROR_NOT_SUPPORTED) {
+      } else if (pret != NVML_ERROR_NOT_SUPPORTED && pret != NVML_ERROR_NO_PERMISSION) {
+        // Without MIG privilege the profile is listed without its placements.
         return lib.Error(pret, object, pl.symbol);
       }
     }
@@ -265,7 +310,7 @@ Result<nvmlGpuInstance_t> GiById(const Library& lib, const MigContext& ctx, unsi
   if (ret == NVML_ERROR_NOT_FOUND || ret == NVML_ERROR_INVALID_ARGUMENT) {
     return NotFound(ctx.object + " has no GPU instance " + std::to_string(gi_id));
   }
-  if (ret != NVML_SUCCESS) return lib.Error(ret, ctx.object, f.symbol);
+  if (ret != NVML_SUCCESS) return MigPrivilege(lib.Error(ret, ctx.object, f.symbol));
   return gi;
 }
 
@@ -305,13 +350,11 @@ Result<std::vector<CiProfile>> ListCiProfiles(const Library& lib, const MigConte
   const auto& f = lib.fn().GpuInstanceGetComputeInstanceProfileInfo;
   if (!f) return lib.Missing(f.symbol, f.feature);
   std::vector<CiProfile> out;
-  for (unsigned idx = 0; idx < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; ++idx) {
+  for (unsigned idx = 0; idx < kMaxProfileIndices; ++idx) {
     nvmlComputeInstanceProfileInfo_t info{};
     nvmlReturn_t ret = f.ptr(gi, idx, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
-    if (ret == NVML_ERROR_NOT_SUPPORTED || ret == NVML_ERROR_INVALID_ARGUMENT ||
-        ret == NVML_ERROR_NOT_FOUND) {
-      continue;
-    }
+    if (ret == NVML_ERROR_INVALID_ARGUMENT) break;  // past the driver's last profile index
+    if (ret == NVML_ERROR_NOT_SUPPORTED || ret == NVML_ERROR_NOT_FOUND) continue;
     if (ret != NVML_SUCCESS) return lib.Error(ret, ctx.object, f.symbol);
     out.push_back({idx, info.id, info.sliceCount, info.instanceCount, info.multiprocessorCount});
   }
@@ -325,8 +368,8 @@ Result<std::vector<ComputeInstance>> ListCis(const Library& lib, const MigContex
   for (const CiProfile& p : profiles) {
     std::vector<nvmlComputeInstance_t> handles(std::max(p.max_count, 1u) + 1);
     unsigned count = 0;
-    GPUOP_RETURN_IF_ERROR(lib.Call(lib.fn().GpuInstanceGetComputeInstances, ctx.object, gi, p.id,
-                                   handles.data(), &count));
+    GPUOP_RETURN_IF_ERROR(MigPrivilege(lib.Call(lib.fn().GpuInstanceGetComputeInstances, ctx.object,
+                                                gi, p.id, handles.data(), &count)));
     for (unsigned i = 0; i < std::min<size_t>(count, handles.size()); ++i) {
       GPUOP_ASSIGN_OR_RETURN(auto ci, DescribeCi(lib, ctx, gi_desc, handles[i], p.slices));
       out.push_back(std::move(ci));
@@ -334,6 +377,49 @@ Result<std::vector<ComputeInstance>> ListCis(const Library& lib, const MigContex
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
+}
+
+// The GI and CI of MIG device `mig` (profile ids, placement): calls that
+// need MIG privilege, so PermissionDenied for a process without it.
+Status DescribeInstances(const Library& lib, const MigContext& ctx, const std::string& mobj,
+                         MigDevice* m) {
+  const Functions& fn = lib.fn();
+  GPUOP_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, GiById(lib, ctx, m->gi_id));
+  GPUOP_ASSIGN_OR_RETURN(GpuInstance gi_desc, DescribeGi(lib, ctx, gi));
+  nvmlComputeInstance_t ci = nullptr;
+  GPUOP_RETURN_IF_ERROR(lib.Call(fn.GpuInstanceGetComputeInstanceById, mobj, gi, m->ci_id, &ci));
+  nvmlComputeInstanceInfo_t ci_info{};
+  GPUOP_RETURN_IF_ERROR(lib.Call(fn.ComputeInstanceGetInfo, mobj, ci, &ci_info));
+  m->gi_profile_id = gi_desc.profile_id;
+  m->placement = gi_desc.placement;
+  m->ci_profile_id = ci_info.profileId;
+  return Status::Ok();
+}
+
+// The GI profile a MIG device belongs to, from what an unprivileged process
+// may read: its attributes (slices, memory) and its name, which NVML ends with
+// the profile name ("... MIG 1g.24gb+gfx"). Variants of one size differ in
+// engines (-me, +me.all) or in nothing the attributes show (+gfx); the name
+// tells them apart, then the engines, then the first listed (the plain
+// profile). nullptr when no profile has the device's size.
+const GiProfile* ProfileForAttributes(const std::vector<GiProfile>& profiles,
+                                      const nvmlDeviceAttributes_t& a,
+                                      const std::string& device_name, uint64_t total_bytes) {
+  const GiProfile* by_engines = nullptr;
+  const GiProfile* by_size = nullptr;
+  for (const GiProfile& p : profiles) {
+    if (p.slices != a.gpuInstanceSliceCount || p.memory_mib != a.memorySizeMB) continue;
+    const std::string name = MigProfileName(a.computeInstanceSliceCount, p.slices, p.memory_mib,
+                                            total_bytes, p.index);
+    if (EndsWith(device_name, " " + name)) return &p;
+    if (by_engines == nullptr && p.engines.decoders == a.sharedDecoderCount &&
+        p.engines.encoders == a.sharedEncoderCount && p.engines.jpegs == a.sharedJpegCount &&
+        p.engines.ofas == a.sharedOfaCount) {
+      by_engines = &p;
+    }
+    if (by_size == nullptr) by_size = &p;
+  }
+  return by_engines != nullptr ? by_engines : by_size;
 }
 
 Status RequireMigEnabled(const Library& lib, nvmlDevice_t dev, const std::string& object) {
@@ -371,11 +457,16 @@ Result<SystemInfo> Client::System() const {
   GPUOP_ASSIGN_OR_RETURN(
       ok, TryRead(*lib_, fn.SystemGetNVMLVersion, "system", false, nbuf, unsigned{sizeof(nbuf)}));
   if (ok) info.nvml_version = std::string(nbuf, strnlen(nbuf, sizeof(nbuf)));
+  // NVML asks libcuda.so.1 for the CUDA version; a node without it (no CUDA
+  // user-mode driver, or a container that did not get it) has no version.
   int cuda = 0;
-  GPUOP_ASSIGN_OR_RETURN(ok, TryRead(*lib_, fn.SystemGetCudaDriverVersion, "system", false, &cuda));
-  if (ok) {
+  const auto& cuda_fn = fn.SystemGetCudaDriverVersion;
+  nvmlReturn_t ret = cuda_fn ? cuda_fn.ptr(&cuda) : NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (ret == NVML_SUCCESS) {
     info.cuda_driver_version = cuda;
     info.cuda_version = CudaVersionString(cuda);
+  } else if (ret != NVML_ERROR_LIBRARY_NOT_FOUND && !Absent(ret, /*mig=*/false)) {
+    return lib_->Error(ret, "system", cuda_fn.symbol);
   }
   return info;
 }
@@ -399,14 +490,27 @@ Result<nvmlDevice_st*> Client::Handle(unsigned gpu) const {
   return lib_->Error(ret, "GPU " + std::to_string(gpu), f.symbol);
 }
 
+bool SkippableGpuError(const Status& s) {
+  return s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnavailable;
+}
+
 Result<std::vector<Gpu>> Client::Gpus() const {
   GPUOP_ASSIGN_OR_RETURN(unsigned count, GpuCount());
   std::vector<Gpu> out;
   out.reserve(count);
+  Status first_skipped;
   for (unsigned i = 0; i < count; ++i) {
-    GPUOP_ASSIGN_OR_RETURN(Gpu g, GpuByIndex(i));
-    out.push_back(std::move(g));
+    auto g = GpuByIndex(i);
+    if (!g.ok() && SkippableGpuError(g.status())) {
+      // One GPU this process may not open (or that is lost) must not hide the others.
+      LogWarn("skipping a GPU NVML cannot open", {{"gpu", i}, {"error", g.status().message()}});
+      if (first_skipped.ok()) first_skipped = g.status();
+      continue;
+    }
+    if (!g.ok()) return g.status();
+    out.push_back(std::move(g).value());
   }
+  if (out.empty() && !first_skipped.ok()) return first_skipped;  // none at all: say why
   return out;
 }
 
@@ -525,15 +629,18 @@ Result<std::vector<MigDevice>> Client::MigDevices(unsigned, nvmlDevice_st* dev,
     m.engines = {attr.sharedCopyEngineCount, attr.sharedDecoderCount, attr.sharedEncoderCount,
                  attr.sharedJpegCount, attr.sharedOfaCount};
 
-    GPUOP_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, GiById(lib, ctx, m.gi_id));
-    GPUOP_ASSIGN_OR_RETURN(GpuInstance gi_desc, DescribeGi(lib, ctx, gi));
-    m.gi_profile_id = gi_desc.profile_id;
-    m.placement = gi_desc.placement;
-    nvmlComputeInstance_t ci = nullptr;
-    GPUOP_RETURN_IF_ERROR(lib.Call(fn.GpuInstanceGetComputeInstanceById, mobj, gi, m.ci_id, &ci));
-    nvmlComputeInstanceInfo_t ci_info{};
-    GPUOP_RETURN_IF_ERROR(lib.Call(fn.ComputeInstanceGetInfo, mobj, ci, &ci_info));
-    m.ci_profile_id = ci_info.profileId;
+    Status privileged = DescribeInstances(lib, ctx, mobj, &m);
+    if (privileged.code() == StatusCode::kPermissionDenied) {
+      // Only a process with MIG privilege may open the instances: the
+      // profiles follow from the device's own attributes, the placement
+      // stays unknown.
+      const GiProfile* p = ProfileForAttributes(ctx.profiles, attr, m.name, ctx.total_bytes);
+      if (p != nullptr) m.gi_profile_id = p->id;
+      // The driver numbers CI profiles by their NVML_COMPUTE_INSTANCE_PROFILE_* index.
+      m.ci_profile_id = CiProfileIndexForSlices(m.ci_slices).value_or(0);
+    } else if (!privileged.ok()) {
+      return privileged;
+    }
 
     // The name comes from NVML's numbers: the GI profile's memory (the
     // attributes' memory on a GI NVML did not list) against the whole GPU.
@@ -574,9 +681,7 @@ Result<Telemetry> Client::Read(nvmlDevice_st* dev, const std::string& object, bo
   bool ok = false;
 
   unsigned u = 0;
-  GPUOP_ASSIGN_OR_RETURN(
-      ok, TryRead(lib, fn.DeviceGetTemperature, object, mig, dev, NVML_TEMPERATURE_GPU, &u));
-  if (ok) t.gpu_temp_c = u;
+  GPUOP_ASSIGN_OR_RETURN(t.gpu_temp_c, ReadGpuTemperature(lib, dev, object, mig));
 
   nvmlUtilization_t util{};
   GPUOP_ASSIGN_OR_RETURN(ok, TryRead(lib, fn.DeviceGetUtilizationRates, object, mig, dev, &util));
@@ -780,7 +885,9 @@ Result<std::vector<NvLink>> Client::NvLinks(unsigned gpu) const {
   GPUOP_ASSIGN_OR_RETURN(unsigned count, GpuCount());
   std::unordered_map<std::string, unsigned> by_bus;
   for (unsigned i = 0; i < count; ++i) {
-    GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t d, Handle(i));
+    auto d_or = Handle(i);
+    if (!d_or.ok() && SkippableGpuError(d_or.status())) continue;  // not ours to resolve
+    GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t d, std::move(d_or));
     nvmlPciInfo_t pci{};
     if (lib.Call(fn.DeviceGetPciInfo, "", d, &pci).ok()) {
       by_bus[NormalBusId(std::string_view(pci.busId, strnlen(pci.busId, sizeof(pci.busId))))] = i;
@@ -809,7 +916,9 @@ Result<std::vector<NvLinkPeer>> Client::NvLinkPeers(unsigned gpu) const {
   if (switched) {
     for (unsigned i = 0; i < count; ++i) {
       if (i == gpu) continue;
-      GPUOP_ASSIGN_OR_RETURN(links[i], NvLinks(i));
+      auto l = NvLinks(i);
+      if (!l.ok() && SkippableGpuError(l.status())) continue;  // a GPU we may not open
+      GPUOP_ASSIGN_OR_RETURN(links[i], std::move(l));
     }
   }
   return NvLinkPeersFromLinks(gpu, links);
@@ -900,13 +1009,65 @@ Result<MigModeChange> Client::SetMigMode(unsigned gpu, bool enabled) const {
   GPUOP_RETURN_IF_ERROR(MigMode(*lib_, dev, object).status());
   nvmlReturn_t activation = NVML_SUCCESS;
   unsigned mode = enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
-  GPUOP_RETURN_IF_ERROR(lib_->Call(lib_->fn().DeviceSetMigMode, object, dev, mode, &activation));
+  GPUOP_RETURN_IF_ERROR(
+      MigPrivilege(lib_->Call(lib_->fn().DeviceSetMigMode, object, dev, mode, &activation)));
   GPUOP_ASSIGN_OR_RETURN(auto now, MigMode(*lib_, dev, object));
   MigModeChange change;
   change.enabled = enabled;
   change.current = now.first;
-  change.reset_required = now.first != enabled;
+  // activationStatus says why the mode is not in force: a busy GPU must be
+  // idled (a reset would fail or kill its work), anything else waits for a reset.
+  if (activation == NVML_ERROR_IN_USE) {
+    change.activation = MigActivation::kInUse;
+    auto procs = Processes(gpu);
+    if (procs.ok()) {
+      change.processes = std::move(procs).value();
+    } else {
+      LogWarn("cannot list the processes holding a GPU",
+              {{"gpu", gpu}, {"error", procs.status().message()}});
+    }
+  } else if (activation != NVML_SUCCESS || now.first != enabled) {
+    if (activation != NVML_SUCCESS && activation != NVML_ERROR_RESET_REQUIRED) {
+      LogWarn("MIG mode not activated; taking it as pending a reset",
+              {{"gpu", gpu}, {"activation", lib_->ErrorText(activation)}});
+    }
+    change.activation = MigActivation::kResetRequired;
+    change.reset_required = true;
+  }
   return change;
+}
+
+Result<std::vector<GpuProcess>> Client::Processes(unsigned gpu) const {
+  GPUOP_ASSIGN_OR_RETURN(nvmlDevice_t dev, Handle(gpu));
+  const auto& f = lib_->fn().DeviceGetComputeRunningProcesses;
+  if (!f) return lib_->Missing(f.symbol, f.feature);
+  std::string object = ObjectFor(*lib_, gpu, dev);
+  // The list may grow between the count and the read: ask until it fits.
+  std::vector<nvmlProcessInfo_t> infos(16);
+  for (int attempt = 0;; ++attempt) {
+    unsigned count = static_cast<unsigned>(infos.size());
+    nvmlReturn_t ret = f.ptr(dev, &count, infos.data());
+    if (ret == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4) {
+      infos.resize(std::max<size_t>(count, infos.size()) * 2);
+      continue;
+    }
+    if (ret != NVML_SUCCESS) return lib_->Error(ret, object, f.symbol);
+    infos.resize(std::min<size_t>(count, infos.size()));
+    break;
+  }
+  std::vector<GpuProcess> out;
+  for (const nvmlProcessInfo_t& info : infos) {
+    GpuProcess p;
+    p.pid = info.pid;
+    p.used_mib = info.usedGpuMemory == static_cast<unsigned long long>(-1)
+                     ? 0
+                     : info.usedGpuMemory >> 20;  // NVML_VALUE_NOT_AVAILABLE
+    if (auto comm = ReadFile("/proc/" + std::to_string(info.pid) + "/comm"); comm.ok()) {
+      p.name = std::string(Trim(*comm));
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 Result<std::vector<GpuInstance>> Client::GpuInstances(unsigned gpu) const {
@@ -919,8 +1080,8 @@ Result<std::vector<GpuInstance>> Client::GpuInstances(unsigned gpu) const {
   for (const GiProfile& p : ctx.profiles) {
     std::vector<nvmlGpuInstance_t> handles(std::max(p.max_count, 1u) + 1);
     unsigned count = 0;
-    GPUOP_RETURN_IF_ERROR(
-        lib_->Call(lib_->fn().DeviceGetGpuInstances, object, dev, p.id, handles.data(), &count));
+    GPUOP_RETURN_IF_ERROR(MigPrivilege(
+        lib_->Call(lib_->fn().DeviceGetGpuInstances, object, dev, p.id, handles.data(), &count)));
     for (unsigned i = 0; i < std::min<size_t>(count, handles.size()); ++i) {
       GPUOP_ASSIGN_OR_RETURN(GpuInstance gi, DescribeGi(*lib_, ctx, handles[i]));
       GPUOP_ASSIGN_OR_RETURN(gi.compute_instances, ListCis(*lib_, ctx, gi, handles[i]));
@@ -955,7 +1116,7 @@ Result<GpuInstance> Client::CreateGpuInstance(unsigned gpu, unsigned profile_id,
   } else {
     s = lib_->Call(lib_->fn().DeviceCreateGpuInstance, object, dev, profile_id, &gi);
   }
-  if (!s.ok()) return s.Annotate("creating a " + p->name + " GPU instance");
+  if (!s.ok()) return MigPrivilege(s.Annotate("creating a " + p->name + " GPU instance"));
   return DescribeGi(*lib_, ctx, gi);
 }
 
@@ -967,7 +1128,7 @@ Status Client::DestroyGpuInstance(unsigned gpu, unsigned gi_id) const {
   ctx.dev = dev;
   ctx.object = object;
   GPUOP_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, GiById(*lib_, ctx, gi_id));
-  Status s = lib_->Call(lib_->fn().GpuInstanceDestroy, object, gi);
+  Status s = MigPrivilege(lib_->Call(lib_->fn().GpuInstanceDestroy, object, gi));
   if (!s.ok()) {
     return s.Annotate("destroying GPU instance " + std::to_string(gi_id) +
                       " (destroy its compute instances and stop its processes first)");
@@ -992,7 +1153,8 @@ Result<ComputeInstance> Client::CreateComputeInstance(unsigned gpu, unsigned gi_
                            std::to_string(ci_profile_index));
   }
   nvmlComputeInstance_t ci = nullptr;
-  Status s = lib_->Call(lib_->fn().GpuInstanceCreateComputeInstance, object, gi, it->id, &ci);
+  Status s = MigPrivilege(
+      lib_->Call(lib_->fn().GpuInstanceCreateComputeInstance, object, gi, it->id, &ci));
   if (!s.ok()) {
     return s.Annotate("creating a compute instance in GPU instance " + std::to_string(gi_id));
   }
@@ -1015,8 +1177,8 @@ Status Client::DestroyComputeInstance(unsigned gpu, unsigned gi_id, unsigned ci_
     return NotFound(object + " GPU instance " + std::to_string(gi_id) +
                     " has no compute instance " + std::to_string(ci_id));
   }
-  if (ret != NVML_SUCCESS) return lib_->Error(ret, object, f.symbol);
-  return lib_->Call(lib_->fn().ComputeInstanceDestroy, object, ci);
+  if (ret != NVML_SUCCESS) return MigPrivilege(lib_->Error(ret, object, f.symbol));
+  return MigPrivilege(lib_->Call(lib_->fn().ComputeInstanceDestroy, object, ci));
 }
 
 // ---- Events -----------------------------------------------------------------

@@ -32,6 +32,11 @@ namespace gpuop::nvml {
 class Library;
 class EventWatcher;
 
+// Whether a failure to open or describe one GPU means "skip that GPU"
+// (no permission for it, or lost) rather than "NVML is unusable". For
+// callers that loop over GpuCount() themselves, as Gpus() does.
+bool SkippableGpuError(const Status& s);
+
 class Client {
  public:
   // `library_path`: a path or soname ("libnvidia-ml.so.1" for the driver).
@@ -45,11 +50,21 @@ class Client {
 
   const std::string& library_path() const;
 
+  // A value the driver cannot give is left empty (the CUDA version on a node
+  // without libcuda.so.1, say); only NVML itself failing is an error.
   Result<SystemInfo> System() const;
   Result<unsigned> GpuCount() const;
-  // All GPUs, each with its MIG devices.
+  // All GPUs, each with its MIG devices. A GPU this process may not open
+  // (NVML_ERROR_NO_PERMISSION) or that is lost is skipped with a warning, so
+  // indices may have gaps (Gpu::index is NVML's); an error only when every
+  // GPU failed, or for a failure that is not about one GPU.
   Result<std::vector<Gpu>> Gpus() const;
+  // One GPU. A process without MIG privilege still gets its MIG devices,
+  // without their placement (see MigDevice).
   Result<Gpu> GpuByIndex(unsigned gpu) const;
+
+  // The processes using `gpu` (pid, name where /proc tells it).
+  Result<std::vector<GpuProcess>> Processes(unsigned gpu) const;
 
   // One reading of every telemetry field (nullopt where not supported).
   Result<Telemetry> ReadTelemetry(unsigned gpu) const;
@@ -86,8 +101,11 @@ class Client {
   Result<std::vector<GiProfile>> GiProfiles(unsigned gpu) const;
   // Compute instance profiles of GPU instance `gi_id`.
   Result<std::vector<CiProfile>> CiProfiles(unsigned gpu, unsigned gi_id) const;
-  // Requests MIG mode on or off; reset_required tells whether the GPU must be
-  // reset before the new mode is in force.
+  // Requests MIG mode on or off. The change says whether the mode is in
+  // force, waits for a GPU reset, or could not be activated because
+  // processes use the GPU (listed in it): such a GPU must not be reset.
+  // MIG management calls refused for want of privilege are PermissionDenied
+  // saying how to grant it (the MIG capability device nodes).
   Result<MigModeChange> SetMigMode(unsigned gpu, bool enabled) const;
   // Existing GPU instances with their compute instances, ordered by GI id.
   Result<std::vector<GpuInstance>> GpuInstances(unsigned gpu) const;

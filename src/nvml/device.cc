@@ -27,11 +27,34 @@ std::string MigProfileName(unsigned ci_slices, unsigned gi_slices, uint64_t memo
   if (ci_slices != gi_slices) name = std::to_string(ci_slices) + "c.";
   name += std::to_string(gi_slices) + "g." +
           std::to_string(MigMemoryGb(memory_mib, total_memory_bytes)) + "gb";
-  if (gi_profile_index == NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 ||
-      gi_profile_index == NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1) {
-    name += "+me";
+  switch (gi_profile_index) {
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+      return name + "+me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+      return name + "+me.all";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+      return name + "-me";
+    case NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX:
+    case NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+      return name + "+gfx";
+    default:
+      return name;
   }
-  return name;
+}
+
+std::string DescribeProcesses(const std::vector<GpuProcess>& processes) {
+  std::string out;
+  for (const GpuProcess& p : processes) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(p.pid);
+    if (!p.name.empty()) out += " (" + p.name + ")";
+  }
+  return out;
 }
 
 std::optional<unsigned> CiProfileIndexForSlices(unsigned slices) {
@@ -75,6 +98,8 @@ std::string ArchitectureName(unsigned arch) {
       return "Hopper";
     case NVML_DEVICE_ARCH_BLACKWELL:
       return "Blackwell";
+    case NVML_DEVICE_ARCH_RUBIN:
+      return "Rubin";
     default:
       return "Unknown";
   }

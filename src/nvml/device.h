@@ -82,7 +82,10 @@ struct MigDevice {
   unsigned gi_id = 0, ci_id = 0;
   unsigned gi_profile_id = 0, ci_profile_id = 0;
   std::string profile;  // "1g.10gb", "1g.10gb+me" or "1c.2g.20gb"
-  Placement placement;  // the GI's placement
+  // The GI's placement; nullopt when unknown: NVML tells it only to a
+  // process with MIG privilege (nvmlDeviceGetGpuInstanceById). gi_profile_id
+  // and ci_profile_id are then derived from the device's attributes.
+  std::optional<Placement> placement;
   uint64_t memory_mib = 0;
   unsigned multiprocessors = 0;
   unsigned gi_slices = 0, ci_slices = 0;
@@ -246,6 +249,7 @@ enum class RecoveryAction : unsigned {
   kNodeReboot = 2,
   kDrainP2P = 3,
   kDrainAndReset = 4,
+  kRecoverImexDomain = 5,
 };
 
 // One health probe of a GPU: does it answer NVML, and the values that show
@@ -259,12 +263,32 @@ struct GpuHealth {
   std::optional<bool> remapped_rows_pending;      // a row remap waits for a reset
 };
 
+// A process using a GPU (nvmlDeviceGetComputeRunningProcesses_v3).
+struct GpuProcess {
+  unsigned pid = 0;
+  std::string name;  // /proc/<pid>/comm; empty where it cannot be read
+  uint64_t used_mib = 0;
+};
+
+// What the driver did with a MIG mode change (its activationStatus).
+enum class MigActivation {
+  kActive,         // the requested mode is in force now
+  kResetRequired,  // the mode is pending until the GPU is reset
+  kInUse,          // processes hold the GPU: idle it and ask again (never reset it)
+};
+
 // Result of SetMigMode.
 struct MigModeChange {
-  bool enabled = false;         // the mode now requested
-  bool current = false;         // the mode in force now
-  bool reset_required = false;  // current != requested until the GPU is reset
+  bool enabled = false;  // the mode now requested
+  bool current = false;  // the mode in force now
+  MigActivation activation = MigActivation::kActive;
+  bool reset_required = false;  // activation == kResetRequired
+  // kInUse: the processes holding the GPU, as far as NVML lists them.
+  std::vector<GpuProcess> processes;
 };
+
+// "1234 (python3), 5678" for messages.
+std::string DescribeProcesses(const std::vector<GpuProcess>& processes);
 
 // ---- Pure helpers ----------------------------------------------------------
 
@@ -274,7 +298,9 @@ struct MigModeChange {
 unsigned MigMemoryGb(uint64_t memory_mib, uint64_t total_memory_bytes);
 
 // "<G>g.<GB>gb" when ci_slices == gi_slices, else "<C>c.<G>g.<GB>gb", plus
-// "+me" for the media-extension profiles (NVML_GPU_INSTANCE_PROFILE_*_REV1).
+// the suffix of the profile kind, as nvidia-smi, go-nvlib and mig-parted
+// write it: "+me" (NVML_GPU_INSTANCE_PROFILE_*_REV1), "+me.all" (*_ALL_ME),
+// "-me" (*_NO_ME), "+gfx" (*_GFX).
 std::string MigProfileName(unsigned ci_slices, unsigned gi_slices, uint64_t memory_mib,
                            uint64_t total_memory_bytes, unsigned gi_profile_index);
 

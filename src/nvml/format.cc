@@ -85,7 +85,7 @@ nlohmann::json ToJson(const MigDevice& m) {
           {"ci_id", m.ci_id},
           {"gi_profile_id", m.gi_profile_id},
           {"ci_profile_id", m.ci_profile_id},
-          {"placement", ToJson(m.placement)},
+          {"placement", m.placement ? ToJson(*m.placement) : nlohmann::json(nullptr)},
           {"memory_mib", m.memory_mib},
           {"multiprocessors", m.multiprocessors},
           {"gi_slices", m.gi_slices},

@@ -78,6 +78,8 @@ struct Fn {
   X(DeviceGetArchitecture, nvmlDeviceGetArchitecture, "the architecture",                       \
     "nvmlDeviceGetArchitecture")                                                                \
   X(DeviceGetNumaNodeId, nvmlDeviceGetNumaNodeId, "the NUMA node", "nvmlDeviceGetNumaNodeId")   \
+  X(DeviceGetTemperatureV, nvmlDeviceGetTemperatureV, "temperatures",                         \
+    "nvmlDeviceGetTemperatureV")                                                                \
   X(DeviceGetTemperature, nvmlDeviceGetTemperature, "temperatures", "nvmlDeviceGetTemperature") \
   X(DeviceGetUtilizationRates, nvmlDeviceGetUtilizationRates, "utilization",                    \
     "nvmlDeviceGetUtilizationRates")                                                            \
@@ -169,6 +171,9 @@ struct Functions {
   GPUOP_NVML_REQUIRED_FUNCTIONS(GPUOP_NVML_MEMBER)
   GPUOP_NVML_OPTIONAL_FUNCTIONS(GPUOP_NVML_MEMBER)
 #undef GPUOP_NVML_MEMBER
+  // Spelled out: nvml_abi.h does not declare it (see there).
+  Fn<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*)>
+      DeviceGetComputeRunningProcesses;
 };
 
 class Library {

@@ -104,6 +104,30 @@ TEST(MigProfileNameTest, ComputeInstanceNamesCarryTheirSliceCount) {
   EXPECT_EQ(MigProfileName(4, 4, 40448, MiB(81559), NVML_GPU_INSTANCE_PROFILE_4_SLICE), "4g.40gb");
 }
 
+// The profile kinds of the RTX PRO 6000 Blackwell (NVML 13.3 indices 0xA-0x11),
+// suffixed as nvidia-smi, go-nvlib and mig-parted write them.
+TEST(MigProfileNameTest, NewProfileKindsCarryTheirSuffix) {
+  const uint64_t total = MiB(97887);
+  EXPECT_EQ(MigProfileName(1, 1, 24186, total, NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX),
+            "1g.24gb+gfx");
+  EXPECT_EQ(MigProfileName(2, 2, 48517, total, NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX),
+            "2g.48gb+gfx");
+  EXPECT_EQ(MigProfileName(4, 4, 97280, total, NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX),
+            "4g.96gb+gfx");
+  EXPECT_EQ(MigProfileName(3, 3, 72000, total, NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX),
+            "3g.72gb+gfx");
+  EXPECT_EQ(MigProfileName(1, 1, 24186, total, NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME),
+            "1g.24gb-me");
+  EXPECT_EQ(MigProfileName(2, 2, 48517, total, NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME),
+            "2g.48gb-me");
+  EXPECT_EQ(MigProfileName(1, 1, 24186, total, NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME),
+            "1g.24gb+me.all");
+  EXPECT_EQ(MigProfileName(1, 2, 48517, total, NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME),
+            "1c.2g.48gb+me.all");
+  EXPECT_EQ(MigProfileName(1, 1, 24186, total, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1),
+            "1g.24gb+me");
+}
+
 TEST(MigProfileNameTest, MemoryGbEdges) {
   EXPECT_EQ(MigMemoryGb(0, MiB(81559)), 0u);
   EXPECT_EQ(MigMemoryGb(100, 0), 0u);  // no division by zero
@@ -125,6 +149,7 @@ TEST(CiProfileIndexTest, MapsSlicesToNvmlEnum) {
 TEST(NamesTest, ArchitectureBrandCuda) {
   EXPECT_EQ(ArchitectureName(NVML_DEVICE_ARCH_HOPPER), "Hopper");
   EXPECT_EQ(ArchitectureName(NVML_DEVICE_ARCH_AMPERE), "Ampere");
+  EXPECT_EQ(ArchitectureName(NVML_DEVICE_ARCH_RUBIN), "Rubin");
   EXPECT_EQ(ArchitectureName(NVML_DEVICE_ARCH_UNKNOWN), "Unknown");
   EXPECT_EQ(BrandName(NVML_BRAND_TESLA), "Tesla");
   EXPECT_EQ(BrandName(NVML_BRAND_NVIDIA), "NVIDIA");
