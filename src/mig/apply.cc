@@ -36,6 +36,18 @@ Status ExecuteGpu(const nvml::Client& client, const GpuPlan& p, GpuApplyResult* 
                        change.status());
     }
     ++result->mode_changes;
+    if (change->activation == nvml::MigActivation::kInUse) {
+      // Never reset a busy GPU: that would fail, or end its users' work.
+      const std::string who = change->processes.empty()
+                                  ? std::string("processes NVML does not list")
+                                  : "process(es) " + nvml::DescribeProcesses(change->processes);
+      return StepError(
+          p, std::string("setting MIG mode ") + (*p.set_mode ? "on" : "off"),
+          Unavailable("the GPU is in use by " + who +
+                      ", so the driver cannot change its MIG mode (and it is not reset while "
+                      "in use): stop them, or let the MIG manager evict the GPU clients, and "
+                      "apply again"));
+    }
     if (change->reset_required) {
       result->reset_required = true;
       return Status::Ok();  // the layout, if any, waits for the reset

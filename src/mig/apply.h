@@ -7,8 +7,11 @@
 // instances at the planned placements → create compute instances, then
 // asserts. A mode change the driver holds until a GPU reset is reported
 // (`reset required`) unless the caller gives a way to reset the GPU; nothing
-// pretends the mode is in force. An error mid-apply names the GPU and the
-// step; the caller rolls back by applying a config exported before (Export).
+// pretends the mode is in force. A GPU whose mode cannot change because
+// processes use it (activationStatus NVML_ERROR_IN_USE) is never reset: apply
+// stops with Unavailable naming the GPU and the pids. An error mid-apply
+// names the GPU and the step; the caller rolls back by applying a config
+// exported before (Export).
 //
 // Threads: the functions may be called from any thread, but two applies on
 // the same GPUs at once race like two nvidia-smi runs would.

@@ -277,7 +277,10 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
   }
   auto report = Execute(gpus, *prepared, ao);
   if (!report.ok() && !(options_.with_reboot && !unreset.empty())) {
-    return rollback(report.status().message());
+    ReconcileOutcome out = rollback(report.status().message());
+    // A GPU still in use (or another transient state): no reset, try again later.
+    out.busy = report.status().code() == StatusCode::kUnavailable;
+    return out;
   }
   if (report.ok()) {
     for (unsigned g : report->ResetRequired()) unreset.push_back(g);
@@ -362,6 +365,8 @@ Status Manager::Run(std::stop_token stop) {
 
   std::optional<std::string> done_name;  // what the last reconcile was for
   std::string done_config;               // and the config file it read
+  // When a reconcile that failed on a busy GPU is due again.
+  std::optional<std::chrono::steady_clock::time_point> busy_retry_at;
   bool first = true;
   while (!stop.stop_requested()) {
     bool forced = false;
@@ -379,13 +384,22 @@ Status Manager::Run(std::stop_token stop) {
     if (!wanted) continue;
     auto text = ReadFile(options_.config_file);
     const std::string config = text.ok() ? *text : "";
-    if (!forced && done_name == wanted && done_config == config) continue;
+    const bool busy_due = busy_retry_at && std::chrono::steady_clock::now() >= *busy_retry_at;
+    if (!forced && !busy_due && done_name == wanted && done_config == config) continue;
     ReconcileOutcome out = Reconcile(*wanted, stop);
+    busy_retry_at.reset();
     // An outcome the API server did not take is tried again at the next
-    // check; anything else waits for a new label, config or SIGHUP.
+    // check; a busy GPU after busy_retry_interval; anything else waits for a
+    // new label, config or SIGHUP.
     if (out.retry) continue;
     done_name = wanted;
     done_config = config;
+    if (out.busy) {
+      busy_retry_at = std::chrono::steady_clock::now() + options_.busy_retry_interval;
+      LogWarn("a GPU is in use; trying the MIG config again later",
+              {{"config", *wanted},
+               {"retry_in_ms", static_cast<int64_t>(options_.busy_retry_interval.count())}});
+    }
     if (out.state == "rebooting") LogInfo("waiting for the reboot");
   }
   node.Stop();

@@ -23,7 +23,10 @@
 //      Normal Event.
 // Any failure after step 3 puts the previous layout back, restores the labels
 // and sets state=failed, with the reason in a Warning Event and in the
-// annotation gpuop.io/mig-config-failure. A config that does not suit the
+// annotation gpuop.io/mig-config-failure. A GPU whose mode cannot change
+// because processes still use it after the clients left (the driver's
+// NVML_ERROR_IN_USE) is never reset: the failure names the GPU and the pids,
+// and the config is tried again after busy_retry_interval. A config that does not suit the
 // GPUs fails at step 2 and touches nothing. Every wait has a timeout, so the
 // state never stays pending.
 //
@@ -109,6 +112,9 @@ struct ManagerOptions {
   std::chrono::milliseconds clients_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds poll_interval{500};
   std::chrono::milliseconds config_check_interval{5000};
+  // How long to wait before trying again a config that failed because a GPU
+  // was in use (or another transient NVML failure).
+  std::chrono::milliseconds busy_retry_interval{std::chrono::minutes(1)};
   std::chrono::milliseconds node_sync_timeout{10000};
   // Resets one GPU so that its pending MIG mode takes effect (nvidia-smi -r);
   // unset: a mode change that needs a reset fails (or reboots, below).
@@ -131,6 +137,7 @@ struct ReconcileOutcome {
   std::string message;   // summary or failure reason
   bool changed = false;  // the layout was changed (clients were paused)
   bool retry = false;    // the API server could not be told: try again later
+  bool busy = false;     // failed on a transient GPU state (in use): try again later
 };
 
 class Manager {

@@ -5,7 +5,10 @@
 // that was destroyed and created again gets a new creation serial); GPUs
 // without MIG give clear errors.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -327,6 +330,83 @@ TEST_F(MigSimTest, ProfileTheModelLacks) {
             std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("3g.20gb"), std::string::npos);  // lists what it has
+}
+
+// Issue 21: a GPU with a running process keeps its MIG mode and is never
+// reset; the error names the GPU, the pid and what to do. Once the process is
+// gone the same apply works.
+TEST_F(MigSimTest, BusyGpuIsNotResetAndNamesItsProcesses) {
+  Machine("dgx-h100");
+  ConfigFile defaults = Defaults();
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
+  ASSERT_TRUE(sim_->store()
+                  .Update([&](sim::SimState& s) {
+                    s.gpus[2].processes.push_back({pid, uint64_t{1} << 30});
+                    return Status::Ok();
+                  })
+                  .ok());
+  std::vector<unsigned> resets;
+  ApplyOptions o;
+  o.reset_gpu = [&](unsigned gpu) {
+    resets.push_back(gpu);
+    return sim::ResetGpu(sim_->store(), gpu);
+  };
+  auto r = ApplyConfig(*client_, defaults, "all-1g.10gb", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  const std::string& msg = r.status().message();
+  EXPECT_NE(msg.find("GPU 2 ("), std::string::npos) << msg;
+  EXPECT_NE(msg.find("in use by process(es) " + std::to_string(pid)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("stop them, or let the MIG manager evict the GPU clients"), std::string::npos)
+      << msg;
+  EXPECT_EQ(std::find(resets.begin(), resets.end(), 2u), resets.end());  // never reset
+  std::vector<GpuState> state = State();
+  ASSERT_EQ(state.size(), 8u);
+  EXPECT_FALSE(state[2].mig_enabled);
+
+  ASSERT_TRUE(sim_->store()
+                  .Update([](sim::SimState& s) {
+                    s.gpus[2].processes.clear();
+                    return Status::Ok();
+                  })
+                  .ok());
+  auto again = ApplyConfig(*client_, defaults, "all-1g.10gb", o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(AssertConfig(*client_, defaults, "all-1g.10gb", false).ok());
+}
+
+// Issue 21: the profile kinds of NVML 13 (+gfx, -me, +me.all) are listed by
+// NVIDIA's names, and an apply creates them.
+TEST_F(MigSimTest, NewProfileKindsApply) {
+  Machine("rtx-pro-6000");
+  auto f = ParseConfig(
+      "version: v1\nmig-configs:\n  kinds:\n    - devices: all\n      mig-enabled: true\n"
+      "      mig-devices: {\"1g.24gb+gfx\": 1, \"1g.24gb-me\": 1, \"2g.48gb+me.all\": 1}\n",
+      "test.yaml");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto r = Apply(*f, "kinds");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(AssertConfig(*client_, *f, "kinds", false).ok());
+  const std::vector<GpuState> state = State();
+  ASSERT_EQ(state.size(), 1u);
+  std::vector<std::string> names;
+  for (const auto& gi : state[0].instances) names.push_back(gi.profile_name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"1g.24gb+gfx", "1g.24gb-me", "2g.48gb+me.all"}));
+}
+
+// Issue 21: without MIG privilege an apply fails saying how to get it.
+TEST_F(MigSimTest, UnprivilegedApplySaysHowToGetThePrivilege) {
+  ::setenv("GPUOP_SIM_MIG_PRIVILEGED", "0", 1);
+  Machine("h100-80gb");
+  ConfigFile defaults = Defaults();
+  auto r = Apply(defaults, "all-1g.10gb");
+  ::unsetenv("GPUOP_SIM_MIG_PRIVILEGED");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("lacks MIG management privilege"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("/dev/nvidia-caps/nvidia-cap1"), std::string::npos);
 }
 
 }  // namespace

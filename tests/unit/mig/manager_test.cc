@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -507,6 +509,53 @@ TEST_F(MigManagerTest, RebootWhenNoResetThenApplyAtStart) {
   ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
   EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
   EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.device-plugin"), "true");
+}
+
+// Issue 21: a GPU still used by a process after the clients left keeps its
+// mode and is never reset; the failure names the GPU and the pid, and the
+// config is tried again later, succeeding once the process is gone.
+TEST_F(MigManagerTest, BusyGpuIsNotResetAndTheConfigIsRetried) {
+  StartDaemonSets();
+  ManagerOptions o = Options();
+  o.busy_retry_interval = 300ms;
+  std::mutex mu;
+  std::vector<unsigned> resets;
+  o.gpu_reset = [this, &mu, &resets](unsigned gpu, const std::string&) {
+    {
+      std::lock_guard lock(mu);
+      resets.push_back(gpu);
+    }
+    return sim::ResetGpu(sim_.store(), gpu);
+  };
+  const uint32_t pid = static_cast<uint32_t>(::getpid());
+  ASSERT_TRUE(sim_.store()
+                  .Update([&](sim::SimState& s) {
+                    s.gpus[1].processes.push_back({pid, uint64_t{1} << 30});
+                    return Status::Ok();
+                  })
+                  .ok());
+  StartManager(o);
+  SetConfigLabel("mixed");
+  ASSERT_TRUE(WaitForState("failed"));
+  const std::string reason = NodeAnnotation(kFailureAnnotation);
+  EXPECT_NE(reason.find("GPU 1 ("), std::string::npos) << reason;
+  EXPECT_NE(reason.find("in use by process(es) " + std::to_string(pid)), std::string::npos)
+      << reason;
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(std::find(resets.begin(), resets.end(), 1u), resets.end());
+  }
+  EXPECT_EQ(NodeLabel("nvidia.com/gpu.deploy.device-plugin"), "true");  // clients are back
+
+  // The process ends: the next retry applies the config, no label change needed.
+  ASSERT_TRUE(sim_.store()
+                  .Update([](sim::SimState& s) {
+                    s.gpus[1].processes.clear();
+                    return Status::Ok();
+                  })
+                  .ok());
+  ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
+  EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
 }
 
 }  // namespace
