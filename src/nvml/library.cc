@@ -35,8 +35,6 @@ Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   GPUOP_NVML_REQUIRED_FUNCTIONS(GPUOP_NVML_BIND)
   GPUOP_NVML_OPTIONAL_FUNCTIONS(GPUOP_NVML_BIND)
 #undef GPUOP_NVML_BIND
-  Bind(handle, &f.DeviceGetComputeRunningProcesses, "the processes using a GPU",
-       {"nvmlDeviceGetComputeRunningProcesses_v3"});
 
   // Without one of these NVML is unusable; say which, once.
 #define GPUOP_NVML_CHECK(member, decl, feature, ...)                                          \

@@ -81,6 +81,8 @@ struct Fn {
   X(DeviceGetTemperatureV, nvmlDeviceGetTemperatureV, "temperatures",                         \
     "nvmlDeviceGetTemperatureV")                                                                \
   X(DeviceGetTemperature, nvmlDeviceGetTemperature, "temperatures", "nvmlDeviceGetTemperature") \
+  X(DeviceGetComputeRunningProcesses, nvmlDeviceGetComputeRunningProcesses_v3,                 \
+    "the processes using a GPU", "nvmlDeviceGetComputeRunningProcesses_v3")                     \
   X(DeviceGetUtilizationRates, nvmlDeviceGetUtilizationRates, "utilization",                    \
     "nvmlDeviceGetUtilizationRates")                                                            \
   X(DeviceGetEncoderUtilization, nvmlDeviceGetEncoderUtilization, "encoder utilization",        \
@@ -171,9 +173,6 @@ struct Functions {
   GPUOP_NVML_REQUIRED_FUNCTIONS(GPUOP_NVML_MEMBER)
   GPUOP_NVML_OPTIONAL_FUNCTIONS(GPUOP_NVML_MEMBER)
 #undef GPUOP_NVML_MEMBER
-  // Spelled out: nvml_abi.h does not declare it (see there).
-  Fn<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*)>
-      DeviceGetComputeRunningProcesses;
 };
 
 class Library {

@@ -479,11 +479,10 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensor
                                       unsigned int* temp);
 // The caller sets temperature->version (nvmlTemperature_v1) and sensorType.
 nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature);
-// nvmlDeviceGetComputeRunningProcesses_v3(device, unsigned int* infoCount,
-// nvmlProcessInfo_t* infos): *infoCount is the room in infos on the way in
-// and the process count on the way out (NVML_ERROR_INSUFFICIENT_SIZE when
-// they did not fit). Not declared here yet: libnvml-sim.so still defines it
-// over its own copy of nvmlProcessInfo_t; library.h spells its type.
+// *infoCount: in, the room in infos; out, the processes
+// (NVML_ERROR_INSUFFICIENT_SIZE when they did not fit).
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
 nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                              unsigned int* samplingPeriodUs);
