@@ -126,24 +126,29 @@ int RunDefaults(const GlobalOptions& g, const MigFlags& f) {
 int RunProfiles(const GlobalOptions& g) {
   auto client = OpenNvml(g);
   if (!client.ok()) return Fail("profiles", client.status());
-  auto state = mig::ReadState(**client);
-  if (!state.ok()) return Fail("profiles", state.status());
+  // Only reads that need no MIG privilege: an unprivileged process gets the
+  // profiles without their placements ("-").
+  auto gpus = (*client)->Gpus();
+  if (!gpus.ok()) return Fail("profiles", gpus.status());
   std::printf("%-4s %-26s %-12s %-5s %9s %7s %6s  %s\n", "GPU", "NAME", "PROFILE", "ID", "MEMORY",
               "SLICES", "MAX", "PLACEMENTS");
-  for (const auto& gpu : *state) {
+  for (const auto& gpu : *gpus) {
     if (!gpu.mig_capable) {
       std::printf("%-4u %-26s %s\n", gpu.index, gpu.name.c_str(), "(no MIG)");
       continue;
     }
-    if (gpu.profiles.empty()) {
+    auto profiles = (*client)->GiProfiles(gpu.index);
+    if (!profiles.ok()) return Fail("profiles", profiles.status());
+    if (profiles->empty()) {
       std::printf("%-4u %-26s %s\n", gpu.index, gpu.name.c_str(),
                   "(profiles are listed once MIG mode is on)");
     }
-    for (const auto& p : gpu.profiles) {
+    for (const auto& p : *profiles) {
       std::vector<std::string> pl;
       for (const auto& x : p.placements) {
         pl.push_back(std::to_string(x.start) + ":" + std::to_string(x.size));
       }
+      if (pl.empty()) pl.push_back("-");
       std::string mem = std::to_string(p.memory_mib) + "MiB";
       std::printf("%-4u %-26s %-12s %-5u %9s %7u %6u  %s\n", gpu.index, gpu.name.c_str(),
                   p.name.c_str(), p.id, mem.c_str(), p.slices, p.max_count, Join(pl, ",").c_str());
