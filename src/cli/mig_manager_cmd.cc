@@ -27,6 +27,7 @@ struct MigManagerFlags {
   std::string config_file;
   std::string clients_namespace = "gpu-operator";
   std::string clients_timeout = "5m";
+  std::string busy_retry_interval = "1m";
   std::string state_dir = "/etc/nvidia-mig-manager";
   bool with_reboot = false;
   std::string gpu_reset_command;  // "": nvidia-smi -r under the driver root
@@ -78,6 +79,12 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
                  timeout.status().message().c_str());
     return kExitUsage;
   }
+  auto busy_retry = ParseDuration(f.busy_retry_interval);
+  if (!busy_retry.ok()) {
+    std::fprintf(stderr, "gpuop mig-manager: --busy-retry-interval: %s\n",
+                 busy_retry.status().message().c_str());
+    return kExitUsage;
+  }
   auto client = NewKubeClient(f.kube, "gpuop-mig-manager");
   if (!client.ok()) return Fail(client.status());
   kube::EventRecorder events(**client, {.component = "nvidia-mig-manager"});
@@ -93,6 +100,7 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   o.state_dir = f.state_dir;
   o.clients_namespace = f.clients_namespace;
   o.clients_timeout = *timeout;
+  o.busy_retry_interval = *busy_retry;
   // nvidia-smi resets a GPU; it lives in the driver root, as the host sees it.
   const std::string reset =
       f.gpu_reset_command.empty()
@@ -153,6 +161,9 @@ void RegisterMigManagerCommand(CLI::App& app, const GlobalOptions& g, Action* ac
       ->capture_default_str();
   cmd->add_option("--clients-timeout", f->clients_timeout,
                   "How long to wait for the paused GPU clients' pods to leave")
+      ->capture_default_str();
+  cmd->add_option("--busy-retry-interval", f->busy_retry_interval,
+                  "When to try a config again that failed because processes used a GPU")
       ->capture_default_str();
   cmd->add_option("--state-dir", f->state_dir,
                   "Host directory keeping the selected config across reboots")
