@@ -409,8 +409,8 @@ const GiProfile* ProfileForAttributes(const std::vector<GiProfile>& profiles,
   const GiProfile* by_size = nullptr;
   for (const GiProfile& p : profiles) {
     if (p.slices != a.gpuInstanceSliceCount || p.memory_mib != a.memorySizeMB) continue;
-    const std::string name = MigProfileName(a.computeInstanceSliceCount, p.slices, p.memory_mib,
-                                            total_bytes, p.index);
+    const std::string name =
+        MigProfileName(a.computeInstanceSliceCount, p.slices, p.memory_mib, total_bytes, p.index);
     if (EndsWith(device_name, " " + name)) return &p;
     if (by_engines == nullptr && p.engines.decoders == a.sharedDecoderCount &&
         p.engines.encoders == a.sharedEncoderCount && p.engines.jpegs == a.sharedJpegCount &&
