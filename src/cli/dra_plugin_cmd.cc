@@ -23,6 +23,7 @@
 #include "deviceplugin/health_monitor.h"
 #include "dra/devices.h"
 #include "dra/driver.h"
+#include "dra/health.h"
 #include "dra/names.h"
 #include "dra/slice_publisher.h"
 #include "http/server.h"
@@ -32,7 +33,6 @@
 
 namespace gpuop::cli {
 namespace {
-
 
 struct DraPluginFlags {
   std::string node_name;
@@ -52,40 +52,15 @@ int Fail(const Status& s) {
   return kExitFailure;
 }
 
-// The health monitor's open faults as the slices' taints want them: per GPU
-// (a MIG device's fault taints its GPU's devices), the XID or "lost", and
-// when it was first seen.
-class HealthView {
- public:
-  std::map<std::string, dra::GpuHealthState> Update(
-      const std::vector<nvml::Gpu>& gpus,
-      const std::map<std::string, deviceplugin::OpenFault>& faults) {
-    std::map<std::string, std::string> parent;
-    for (const nvml::Gpu& g : gpus) {
-      parent[g.uuid] = g.uuid;
-      for (const nvml::MigDevice& m : g.mig_devices) parent[m.uuid] = g.uuid;
-    }
-    std::map<std::string, dra::GpuHealthState> out;
-    for (const auto& [unit, fault] : faults) {
-      auto p = parent.find(unit);
-      if (p == parent.end()) continue;
-      dra::GpuHealthState& s = out[p->second];
-      if (fault.xid && !s.xid) s.xid = fault.xid;
-      if (fault.cls == deviceplugin::FaultClass::kLost && !fault.xid) s.lost = true;
-    }
-    std::map<std::string, std::string> since;
-    for (auto& [uuid, s] : out) {
-      auto it = since_.find(uuid);
-      s.since = it != since_.end() ? it->second : kube::Rfc3339(std::chrono::system_clock::now());
-      since[uuid] = s.since;
-    }
-    since_ = std::move(since);
-    return out;
+// The health monitor's open faults in the DRA health tracker's terms.
+std::map<std::string, dra::UnitFault> UnitFaults(
+    const std::map<std::string, deviceplugin::OpenFault>& open) {
+  std::map<std::string, dra::UnitFault> out;
+  for (const auto& [unit, f] : open) {
+    out[unit] = {f.xid, f.cls == deviceplugin::FaultClass::kLost};
   }
-
- private:
-  std::map<std::string, std::string> since_;  // GPU UUID → first seen unhealthy
-};
+  return out;
+}
 
 // The set of units (GPU and MIG UUIDs) the health monitor watches: a MIG
 // layout change replaces them, and the monitor is started again.
@@ -169,7 +144,7 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   Status last_publish = Unavailable("not published yet");
   std::unique_ptr<deviceplugin::HealthMonitor> monitor;
   std::set<std::string> monitored;
-  HealthView health_view;
+  dra::GpuHealthTracker gpu_health;
   auto publish_once = [&]() -> Status {
     auto gpus = nvml.Gpus();
     if (!gpus.ok()) return gpus.status().Annotate("reading the GPUs");
@@ -177,19 +152,22 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
     if (!system.ok()) return system.status().Annotate("reading the driver version");
     if (policy->Active() && Units(*gpus) != monitored) {
       monitor.reset();
-      auto m = deviceplugin::HealthMonitor::Start(
-          nvml, *gpus, *policy, [&](const std::map<std::string, bool>&) {
-            std::lock_guard l(mu);
-            dirty = true;
-            wake.notify_all();
-          });
+      auto m = deviceplugin::HealthMonitor::Start(nvml, *gpus, *policy,
+                                                  [&](const std::map<std::string, bool>&) {
+                                                    std::lock_guard l(mu);
+                                                    dirty = true;
+                                                    wake.notify_all();
+                                                  });
       if (!m.ok()) return m.status().Annotate("watching GPU health");
       monitor = std::move(m).value();
       monitored = Units(*gpus);
     }
     dra::DeviceInputs inputs;
     inputs.additional_ignored_xids = ignored_xids;
-    if (monitor) inputs.health = health_view.Update(*gpus, monitor->OpenFaults());
+    if (monitor) {
+      inputs.health = gpu_health.Update(*gpus, UnitFaults(monitor->OpenFaults()),
+                                        kube::Rfc3339(std::chrono::system_clock::now()));
+    }
     for (const nvml::Gpu& gpu : *gpus) {
       const std::string bus = dra::SysfsBusId(gpu.pci);
       if (auto root = dra::ReadPcieRoot(g.host_root, bus)) inputs.pcie_roots[bus] = *root;
@@ -241,12 +219,11 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
               published = last_publish;
             }
             if (!reg.registered) {
-              return http::Response{
-                  .status = 503,
-                  .body = reg.notifications == 0
-                              ? "not registered with the kubelet yet (" +
-                                    (*server)->registration_socket() + ")"
-                              : "the kubelet refused the plugin: " + reg.error};
+              return http::Response{.status = 503,
+                                    .body = reg.notifications == 0
+                                                ? "not registered with the kubelet yet (" +
+                                                      (*server)->registration_socket() + ")"
+                                                : "the kubelet refused the plugin: " + reg.error};
             }
             if (!published.ok()) return http::Response{.status = 503, .body = published.message()};
             return http::Response{.status = 200, .body = "ok"};
