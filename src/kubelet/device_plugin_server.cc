@@ -227,20 +227,15 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
     server_ = std::move(served->server);
     socket_id_ = served->socket_id;
 
-    // The NVIDIA plugin dials its own socket before registering: a kubelet
-    // told to connect must find it answering.
-    auto channel = grpc::CreateChannel("unix:" + socket_path_, grpc::InsecureChannelCredentials());
-    auto stub = v1beta1::DevicePlugin::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_wait_for_ready(true);
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.start_timeout);
-    v1beta1::Empty request;
-    v1beta1::DevicePluginOptions reply;
-    grpc::Status s = stub->GetDevicePluginOptions(&ctx, request, &reply);
-    if (!s.ok()) {
-      return FromGrpcStatus(
-          s, "device plugin socket " + socket_path_ + " does not answer after starting to serve");
-    }
+    // The NVIDIA plugin dials its own socket before registering.
+    GPUOP_RETURN_IF_ERROR(
+        CheckAnswers(socket_path_, options_.start_timeout, "device plugin socket",
+                     [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx) {
+                       v1beta1::Empty request;
+                       v1beta1::DevicePluginOptions reply;
+                       return v1beta1::DevicePlugin::NewStub(channel)->GetDevicePluginOptions(
+                           ctx, request, &reply);
+                     }));
     serving_.store(true);
     return Status::Ok();
   }

@@ -233,22 +233,15 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
   const std::string& registration_socket() const { return registration_socket_; }
 
  private:
-  // Like the kubelet's first call, with no claims: a kubelet told to connect
-  // must find the socket answering.
+  // Like the kubelet's first call, with no claims.
   Status CheckAnswers() {
-    auto channel = grpc::CreateChannel("unix:" + dra_socket_, grpc::InsecureChannelCredentials());
-    auto stub = drav1::DRAPlugin::NewStub(channel);
-    grpc::ClientContext ctx;
-    ctx.set_wait_for_ready(true);
-    ctx.set_deadline(std::chrono::system_clock::now() + options_.start_timeout);
-    drav1::NodePrepareResourcesRequest request;
-    drav1::NodePrepareResourcesResponse response;
-    grpc::Status s = stub->NodePrepareResources(&ctx, request, &response);
-    if (!s.ok()) {
-      return FromGrpcStatus(
-          s, "DRA plugin socket " + dra_socket_ + " does not answer after starting to serve");
-    }
-    return Status::Ok();
+    return kubelet::CheckAnswers(
+        dra_socket_, options_.start_timeout, "DRA plugin socket",
+        [](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx) {
+          drav1::NodePrepareResourcesRequest request;
+          drav1::NodePrepareResourcesResponse response;
+          return drav1::DRAPlugin::NewStub(channel)->NodePrepareResources(ctx, request, &response);
+        });
   }
 
   static void StopServer(std::unique_ptr<grpc::Server>& server, const std::string& socket,

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/files.h"
+#include "kubelet/proto_convert.h"
 
 namespace gpuop::kubelet {
 namespace {
@@ -73,6 +74,21 @@ Result<UnixSocketServer> ServeOnUnixSocket(grpc::ServerBuilder& builder,
 void RemoveOwnUnixSocket(const std::string& socket_path,
                          const std::optional<SocketFileId>& socket_id) {
   if (socket_id && StatId(socket_path) == socket_id) ::unlink(socket_path.c_str());
+}
+
+Status CheckAnswers(const std::string& socket_path, std::chrono::milliseconds timeout,
+                    const std::string& what,
+                    const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&,
+                                                     grpc::ClientContext*)>& call) {
+  auto channel = grpc::CreateChannel("unix:" + socket_path, grpc::InsecureChannelCredentials());
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::Status s = call(channel, &ctx);
+  if (!s.ok()) {
+    return FromGrpcStatus(s, what + " " + socket_path + " does not answer after starting to serve");
+  }
+  return Status::Ok();
 }
 
 }  // namespace gpuop::kubelet

@@ -12,7 +12,9 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,5 +56,14 @@ Result<UnixSocketServer> ServeOnUnixSocket(grpc::ServerBuilder& builder,
 // a successor may already serve on this path. Call after the server stopped.
 void RemoveOwnUnixSocket(const std::string& socket_path,
                          const std::optional<SocketFileId>& socket_id);
+
+// Dials `socket_path` and makes one call (`call`, on a stub of its choice,
+// waiting for the channel up to `timeout`): a server that just started must
+// answer before a kubelet is told to connect, as NVIDIA's plugins check.
+// Unavailable (or the call's error) naming `what` when it does not.
+Status CheckAnswers(const std::string& socket_path, std::chrono::milliseconds timeout,
+                    const std::string& what,
+                    const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&,
+                                                     grpc::ClientContext*)>& call);
 
 }  // namespace gpuop::kubelet
