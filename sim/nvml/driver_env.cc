@@ -9,17 +9,6 @@
 
 namespace gpuop::sim {
 
-unsigned DriverBranch(std::string_view driver_version) {
-  unsigned branch = 0;
-  size_t digits = 0;
-  while (digits < driver_version.size() && digits < 4 && driver_version[digits] >= '0' &&
-         driver_version[digits] <= '9') {
-    branch = branch * 10 + static_cast<unsigned>(driver_version[digits] - '0');
-    ++digits;
-  }
-  return branch;
-}
-
 unsigned GiProfileCountForDriver(std::string_view driver_version) {
   const unsigned branch = DriverBranch(driver_version);
   if (branch == 0 || branch >= kBranch3SliceGfxProfile) return 0x12;

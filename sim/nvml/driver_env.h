@@ -45,10 +45,6 @@ inline constexpr unsigned kBranchMediaProfiles = 575;
 inline constexpr unsigned kBranch3SliceGfxProfile = 595;
 inline constexpr unsigned kBranchTemperatureV = 565;
 
-// The branch of a driver version ("580.95.05" -> 580); 0 when it does not
-// start with a number.
-unsigned DriverBranch(std::string_view driver_version);
-
 // How many GPU instance profile indices a driver of this version knows
 // (0xA before 570, 0xD from 570, 0x11 from 575, 0x12 from 595). A version
 // that is not a number counts as the newest.

@@ -516,7 +516,7 @@ Result<Machine> ParseMachineFile(const std::string& path, const std::string& see
 
 }  // namespace
 
-int CudaVersionForDriver(std::string_view driver_version) {
+unsigned DriverBranch(std::string_view driver_version) {
   unsigned branch = 0;
   size_t digits = 0;
   while (digits < driver_version.size() && digits < 4 && driver_version[digits] >= '0' &&
@@ -524,7 +524,12 @@ int CudaVersionForDriver(std::string_view driver_version) {
     branch = branch * 10 + static_cast<unsigned>(driver_version[digits] - '0');
     ++digits;
   }
-  if (digits == 0) return 0;
+  return branch;
+}
+
+int CudaVersionForDriver(std::string_view driver_version) {
+  const unsigned branch = DriverBranch(driver_version);
+  if (branch == 0) return 0;
   // (first driver branch, CUDA version it brought), newest first.
   static constexpr std::pair<unsigned, int> kBranches[] = {
       {590, 13010}, {580, 13000}, {575, 12090}, {570, 12080}, {565, 12070}, {560, 12060},

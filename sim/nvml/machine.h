@@ -111,6 +111,10 @@ struct Machine {
 // them. 0 when the version does not start with a number.
 int CudaVersionForDriver(std::string_view driver_version);
 
+// The branch of a driver version ("580.95.05" -> 580); 0 when it does not
+// start with a number.
+unsigned DriverBranch(std::string_view driver_version);
+
 // The level at which GPUs `a` and `b` of `m` meet on PCIe, as
 // nvmlDeviceGetTopologyCommonAncestor reports it (NVML_TOPOLOGY_* values).
 // REQUIRES: a and b are indices of m.gpus.

@@ -14,8 +14,11 @@
 #include "cuda/library.h"
 #include "cuda/vector_add.h"
 #include "nvml/nvml_abi.h"
+#include "tests/testing/scoped_env.h"
 
 namespace gpuop::cuda::testing {
+
+using gpuop::testing::ScopedEnv;
 
 inline const std::string kSimCuda = std::string(GPUOP_BINARY_DIR) + "/lib/libcuda-sim.so";
 inline const std::string kSimNvmlLib = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
@@ -52,20 +55,6 @@ inline VectorAddOptions SimOptions() {
   o.elements = 5000;
   return o;
 }
-
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 // What NVML (the simulator) enumerates: UUIDs by index.
 inline std::vector<std::string> NvmlUuids() {

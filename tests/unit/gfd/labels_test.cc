@@ -17,6 +17,7 @@
 #include "deviceplugin/config.h"
 #include "nvml/client.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/sim_node.h"
 
 namespace gpuop::gfd {
@@ -170,9 +171,11 @@ TEST_F(GfdLabelsTest, EverySimulatedModel) {
 // version, and the node is labelled without the CUDA runtime labels.
 TEST_F(GfdLabelsTest, WithoutLibcudaNoCudaRuntimeLabels) {
   Machine("dgx-h100");
-  ASSERT_EQ(setenv("GPUOP_SIM_LIBCUDA", "absent", 1), 0);
-  LabelInput in = Input();
-  unsetenv("GPUOP_SIM_LIBCUDA");
+  LabelInput in;
+  {
+    testing::ScopedEnv no_libcuda("GPUOP_SIM_LIBCUDA", "absent");
+    in = Input();
+  }
   Labels l = Generate(in);
   EXPECT_EQ(l.at("nvidia.com/cuda.driver-version.full"), "570.172.08");
   EXPECT_EQ(l.at("nvidia.com/gpu.count"), "8");

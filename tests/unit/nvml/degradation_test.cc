@@ -19,25 +19,13 @@
 #include "base/log.h"
 #include "nvml/client.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/sim_node.h"
 
 namespace gpuop::nvml {
 namespace {
 
-// Sets one GPUOP_SIM_* variable for a test; the simulator reads them at
-// nvmlInit, so set it before opening the Client.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 // The simulated node's driver replaced by `version` (a driver container's reload).
 void ReloadDriver(sim::StateStore& store, const std::string& version) {
