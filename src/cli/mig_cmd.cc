@@ -4,9 +4,11 @@
 // mig/apply.h and mig/plan.h. Exit codes: 0 ok, 1 failure (an NVML step, an
 // assert that does not hold, a GPU that needs a reset), 2 bad usage or a
 // config that does not suit these GPUs.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/files.h"
 #include "base/strings.h"
@@ -130,28 +132,42 @@ int RunProfiles(const GlobalOptions& g) {
   // profiles without their placements ("-").
   auto gpus = (*client)->Gpus();
   if (!gpus.ok()) return Fail("profiles", gpus.status());
-  std::printf("%-4s %-26s %-12s %-5s %9s %7s %6s  %s\n", "GPU", "NAME", "PROFILE", "ID", "MEMORY",
-              "SLICES", "MAX", "PLACEMENTS");
-  for (const auto& gpu : *gpus) {
-    if (!gpu.mig_capable) {
-      std::printf("%-4u %-26s %s\n", gpu.index, gpu.name.c_str(), "(no MIG)");
-      continue;
-    }
+  // Columns as wide as the longest GPU and profile names (an RTX PRO 6000's
+  // name, a "+me.all" profile).
+  std::vector<std::vector<nvml::GiProfile>> tables(gpus->size());
+  int name_w = 26, profile_w = 12;
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    const nvml::Gpu& gpu = (*gpus)[i];
+    name_w = std::max(name_w, static_cast<int>(gpu.name.size()));
+    if (!gpu.mig_capable) continue;
     auto profiles = (*client)->GiProfiles(gpu.index);
     if (!profiles.ok()) return Fail("profiles", profiles.status());
-    if (profiles->empty()) {
-      std::printf("%-4u %-26s %s\n", gpu.index, gpu.name.c_str(),
+    for (const auto& p : *profiles)
+      profile_w = std::max(profile_w, static_cast<int>(p.name.size()));
+    tables[i] = std::move(profiles).value();
+  }
+  std::printf("%-4s %-*s %-*s %-5s %9s %7s %6s  %s\n", "GPU", name_w, "NAME", profile_w, "PROFILE",
+              "ID", "MEMORY", "SLICES", "MAX", "PLACEMENTS");
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    const nvml::Gpu& gpu = (*gpus)[i];
+    if (!gpu.mig_capable) {
+      std::printf("%-4u %-*s %s\n", gpu.index, name_w, gpu.name.c_str(), "(no MIG)");
+      continue;
+    }
+    if (tables[i].empty()) {
+      std::printf("%-4u %-*s %s\n", gpu.index, name_w, gpu.name.c_str(),
                   "(profiles are listed once MIG mode is on)");
     }
-    for (const auto& p : *profiles) {
+    for (const auto& p : tables[i]) {
       std::vector<std::string> pl;
       for (const auto& x : p.placements) {
         pl.push_back(std::to_string(x.start) + ":" + std::to_string(x.size));
       }
       if (pl.empty()) pl.push_back("-");
       std::string mem = std::to_string(p.memory_mib) + "MiB";
-      std::printf("%-4u %-26s %-12s %-5u %9s %7u %6u  %s\n", gpu.index, gpu.name.c_str(),
-                  p.name.c_str(), p.id, mem.c_str(), p.slices, p.max_count, Join(pl, ",").c_str());
+      std::printf("%-4u %-*s %-*s %-5u %9s %7u %6u  %s\n", gpu.index, name_w, gpu.name.c_str(),
+                  profile_w, p.name.c_str(), p.id, mem.c_str(), p.slices, p.max_count,
+                  Join(pl, ",").c_str());
     }
   }
   return kExitOk;

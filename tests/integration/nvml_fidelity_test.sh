@@ -7,7 +7,7 @@
 #     gfd labels the node (no CUDA labels) and `cdi generate` works;
 #   - a deprecated nvmlDeviceGetTemperature leaves the exporter serving;
 #   - an RTX PRO 6000 Blackwell lists the +gfx/-me/+me.all profiles with
-#     NVIDIA's names, and `mig apply` creates them;
+#     NVIDIA's names, and `mig apply` creates them; a B200 lists its table;
 #   - enabling MIG on a GPU a CUDA process holds names the process, resets
 #     nothing (the process keeps running) and leaves the mode as it was;
 #   - a GPU NVML may not open is skipped with a warning, the others served.
@@ -151,6 +151,13 @@ run mig assert -f "$tmp/gfx.yaml" -c gfx
 run nvml list
 for name in 2g.48gb+gfx 1g.24gb-me 1g.24gb+me.all; do
   grep -q "MIG $name " "$tmp/out" || die "no $name MIG device: $(cat "$tmp/out")"
+done
+
+# B200: NVIDIA's table, with its one media-extension profile.
+export GPUOP_SIM_MACHINE=b200 GPUOP_SIM_STATE="$tmp/state-b200"
+run mig profiles
+for name in 1g.23gb 1g.23gb+me 1g.45gb 2g.45gb 3g.90gb 4g.90gb 7g.180gb; do
+  grep -q "NVIDIA B200 *$name " "$tmp/out" || die "B200 profiles lack $name: $(cat "$tmp/out")"
 done
 
 # 6. MIG mode on a GPU a CUDA process holds: named, nothing reset.
