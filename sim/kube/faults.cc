@@ -11,23 +11,14 @@ namespace {
 const char* const kVerbs[] = {"get",    "list",  "watch",  "create",
                               "update", "patch", "delete", "deletecollection"};
 
-Result<std::chrono::milliseconds> ParseDuration(std::string_view s, const std::string& rule) {
-  auto bad = [&] {
+// A latency: a Go duration (base's grammar), at most an hour.
+Result<std::chrono::milliseconds> ParseLatency(std::string_view s, const std::string& rule) {
+  auto d = ParseDuration(s);
+  if (!d.ok() || *d > std::chrono::hours(1)) {
     return InvalidArgument("fault rule \"" + rule + "\": latency \"" + std::string(s) +
-                           "\" is not a duration like 250ms or 2s");
-  };
-  uint64_t scale = 0;
-  std::string_view num;
-  if (EndsWith(s, "ms")) {
-    scale = 1, num = s.substr(0, s.size() - 2);
-  } else if (EndsWith(s, "s")) {
-    scale = 1000, num = s.substr(0, s.size() - 1);
-  } else {
-    return bad();
+                           "\" is not a duration like 250ms or 2s (at most 1h)");
   }
-  auto v = ParseUint(num);
-  if (!v || *v > 3600 * 1000) return bad();
-  return std::chrono::milliseconds(*v * scale);
+  return *d;
 }
 
 Result<int64_t> ParseCount(std::string_view key, std::string_view v, const std::string& rule) {
@@ -59,7 +50,7 @@ Result<FaultRule> ParseRule(const std::string& text) {
         r.code = static_cast<int>(code);
       } else if (key == "latency") {
         r.kind = FaultKind::kLatency;
-        GPUOP_ASSIGN_OR_RETURN(r.latency, ParseDuration(val, text));
+        GPUOP_ASSIGN_OR_RETURN(r.latency, ParseLatency(val, text));
       } else if (key == "drop-watch") {
         r.kind = FaultKind::kDropWatch;
         r.verbs = {"watch"};
