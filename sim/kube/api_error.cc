@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "base/strings.h"
+
 namespace gpuop::simkube {
 
 using nlohmann::json;
@@ -219,26 +221,24 @@ ApiError::Details NamedDetails(const GroupResource& gr, std::string_view name) {
   return d;
 }
 
-std::string Quote(std::string_view s) { return json(std::string(s)).dump(); }
-
 }  // namespace
 
 ApiError NotFoundError(const GroupResource& gr, std::string_view name) {
-  ApiError e = Make(404, "NotFound", gr.String() + " " + Quote(name) + " not found");
+  ApiError e = Make(404, "NotFound", gr.String() + " " + JsonQuote(name) + " not found");
   e.details = NamedDetails(gr, name);
   return e;
 }
 
 ApiError AlreadyExistsError(const GroupResource& gr, std::string_view name) {
-  ApiError e = Make(409, "AlreadyExists", gr.String() + " " + Quote(name) + " already exists");
+  ApiError e = Make(409, "AlreadyExists", gr.String() + " " + JsonQuote(name) + " already exists");
   e.details = NamedDetails(gr, name);
   return e;
 }
 
 ApiError ConflictError(const GroupResource& gr, std::string_view name, std::string_view why) {
   ApiError e = Make(409, "Conflict",
-                    "Operation cannot be fulfilled on " + gr.String() + " " + Quote(name) + ": " +
-                        std::string(why));
+                    "Operation cannot be fulfilled on " + gr.String() + " " + JsonQuote(name) +
+                        ": " + std::string(why));
   e.details = NamedDetails(gr, name);
   return e;
 }
@@ -262,7 +262,7 @@ ApiError InvalidError(std::string_view group, std::string_view kind, std::string
     for (size_t i = 0; i < msgs.size(); ++i) agg += (i ? ", " : "") + msgs[i];
     agg += "]";
   }
-  ApiError e = Make(422, "Invalid", qualified_kind + " " + Quote(name) + " is invalid: " + agg);
+  ApiError e = Make(422, "Invalid", qualified_kind + " " + JsonQuote(name) + " is invalid: " + agg);
   ApiError::Details d;
   d.name = std::string(name);
   d.group = std::string(group);
@@ -292,9 +292,9 @@ ApiError MethodNotAllowedError(const GroupResource& gr, std::string_view name) {
 }
 
 ApiError ForbiddenError(const GroupResource& gr, std::string_view name, std::string_view why) {
-  std::string msg = name.empty()
-                        ? gr.String() + " is forbidden: " + std::string(why)
-                        : gr.String() + " " + Quote(name) + " is forbidden: " + std::string(why);
+  std::string msg =
+      name.empty() ? gr.String() + " is forbidden: " + std::string(why)
+                   : gr.String() + " " + JsonQuote(name) + " is forbidden: " + std::string(why);
   ApiError e = Make(403, "Forbidden", std::move(msg));
   e.details = NamedDetails(gr, name);
   return e;

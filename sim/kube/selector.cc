@@ -53,8 +53,6 @@ bool IsDns1123Subdomain(std::string_view s) {
   return true;
 }
 
-std::string Quote(std::string_view s) { return json(std::string(s)).dump(); }
-
 // --- Label selector lexer (the real one's token set) ---
 
 enum class Tok {
@@ -161,15 +159,15 @@ Status ParseError(std::string msg) {
 
 Status ValidateKey(const std::string& key) {
   std::string err = ValidateQualifiedName(key);
-  if (!err.empty()) return ParseError("key: Invalid value: " + Quote(key) + ": " + err);
+  if (!err.empty()) return ParseError("key: Invalid value: " + JsonQuote(key) + ": " + err);
   return Status::Ok();
 }
 
 Status ValidateValue(const std::string& value) {
   std::string err = ValidateLabelValue(value);
   if (!err.empty()) {
-    return ParseError("values[0][" + std::string("value") + "]: Invalid value: " + Quote(value) +
-                      ": " + err);
+    return ParseError("values[0][" + std::string("value") +
+                      "]: Invalid value: " + JsonQuote(value) + ": " + err);
   }
   return Status::Ok();
 }
@@ -430,7 +428,7 @@ Result<LabelSelector> LabelSelector::FromJson(const json& selector) {
       } else if (op == "DoesNotExist") {
         r.op = LabelRequirement::Op::kDoesNotExist;
       } else {
-        return InvalidArgument(Quote(op) + " is not a valid label selector operator");
+        return InvalidArgument(JsonQuote(op) + " is not a valid label selector operator");
       }
       bool set_op = r.op == LabelRequirement::Op::kIn || r.op == LabelRequirement::Op::kNotIn;
       if (set_op && r.values.empty()) {

@@ -25,8 +25,6 @@ constexpr std::chrono::seconds kMaxRetryAfter{60};
 // gives up on it (a partitioned server never ends the stream itself).
 constexpr std::chrono::seconds kWatchGrace{30};
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 // The bearer token, re-read from its file when the file changes (projected
 // service-account tokens are rotated by the kubelet, which swaps the file).
 class TokenSource {
@@ -447,7 +445,7 @@ Result<std::unique_ptr<Client>> Client::New(RestConfig config, RetryPolicy retry
   size_t scheme_end = config.server.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : config.server.substr(0, scheme_end);
   if (scheme != "https" && scheme != "http") {
-    return InvalidArgument("the API server URL " + Quote(config.server) + " from " + source +
+    return InvalidArgument("the API server URL " + JsonQuote(config.server) + " from " + source +
                            " is not an http:// or https:// URL");
   }
   std::string authority = config.server.substr(scheme_end + 3);
@@ -456,7 +454,7 @@ Result<std::unique_ptr<Client>> Client::New(RestConfig config, RetryPolicy retry
                          ? authority.substr(0, authority.find(']') + 1)
                          : authority.substr(0, authority.find(':'));
   if (host.empty() || host == "[]") {
-    return InvalidArgument("the API server URL " + Quote(config.server) + " from " + source +
+    return InvalidArgument("the API server URL " + JsonQuote(config.server) + " from " + source +
                            " has no host");
   }
   while (config.server.back() == '/') config.server.pop_back();

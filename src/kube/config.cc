@@ -14,8 +14,6 @@ namespace {
 
 constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
 std::string EnvOr(const char* name, std::string fallback = "") {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::move(fallback);
@@ -61,7 +59,7 @@ Result<std::optional<YAML::Node>> FindNamed(const YAML::Node& root, const char* 
       if (!inner || inner.IsNull())
         return std::optional<YAML::Node>(YAML::Node(YAML::NodeType::Map));
       if (!inner.IsMap()) {
-        return InvalidArgument(where + ": " + list_key + " entry " + Quote(name) + " has a " +
+        return InvalidArgument(where + ": " + list_key + " entry " + JsonQuote(name) + " has a " +
                                inner_key + " that is not a map");
       }
       return std::optional<YAML::Node>(inner);
@@ -193,11 +191,11 @@ Result<RestConfig> LoadKubeconfig(const std::string& path, const std::string& co
                                Join(NamesIn(root, "contexts"), ", ") + ")");
       }
     }
-    const std::string where = file_where + " context " + Quote(context_name);
+    const std::string where = file_where + " context " + JsonQuote(context_name);
     GPUOP_ASSIGN_OR_RETURN(auto ctx, FindNamed(root, "contexts", "context", context_name, where));
     if (!ctx) {
       std::vector<std::string> names = NamesIn(root, "contexts");
-      return NotFound(file_where + " has no context " + Quote(context_name) +
+      return NotFound(file_where + " has no context " + JsonQuote(context_name) +
                       " (it has: " + (names.empty() ? std::string("none") : Join(names, ", ")) +
                       "); pass one of them with --context");
     }
@@ -214,18 +212,19 @@ Result<RestConfig> LoadKubeconfig(const std::string& path, const std::string& co
     GPUOP_ASSIGN_OR_RETURN(auto cluster,
                            FindNamed(root, "clusters", "cluster", cluster_name, where));
     if (!cluster) {
-      return NotFound(where + " names cluster " + Quote(cluster_name) +
+      return NotFound(where + " names cluster " + JsonQuote(cluster_name) +
                       ", which the file does not define; add it under clusters or fix the context");
     }
     GPUOP_RETURN_IF_ERROR(
-        ParseCluster(*cluster, path, file_where + " cluster " + Quote(cluster_name), out));
+        ParseCluster(*cluster, path, file_where + " cluster " + JsonQuote(cluster_name), out));
     if (!user_name.empty()) {
       GPUOP_ASSIGN_OR_RETURN(auto user, FindNamed(root, "users", "user", user_name, where));
       if (!user) {
-        return NotFound(where + " names user " + Quote(user_name) +
+        return NotFound(where + " names user " + JsonQuote(user_name) +
                         ", which the file does not define; add it under users or fix the context");
       }
-      GPUOP_RETURN_IF_ERROR(ParseUser(*user, path, file_where + " user " + Quote(user_name), out));
+      GPUOP_RETURN_IF_ERROR(
+          ParseUser(*user, path, file_where + " user " + JsonQuote(user_name), out));
     }
     return out;
   } catch (const YAML::Exception& e) {
