@@ -9,6 +9,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "base/json_field.h"
 #include "base/log.h"
 #include "kube/object.h"
 #include "kube/resource.h"
@@ -20,26 +21,18 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const Json& Field(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 std::string Str(const Json& obj, const char* key) {
   const Json& v = Field(obj, key);
   return v.is_string() ? v.get<std::string>() : "";
 }
 
-std::string PodRef(const Json& pod) {
-  return kube::Namespace(pod) + "/" + kube::Name(pod);
-}
+std::string PodRef(const Json& pod) { return kube::Namespace(pod) + "/" + kube::Name(pod); }
 
 // The drivers a claim's allocation names, in order.
 std::vector<std::string> AllocatedDrivers(const Json& claim) {
   std::vector<std::string> out;
-  const Json& results = Field(Field(Field(Field(claim, "status"), "allocation"), "devices"), "results");
+  const Json& results =
+      Field(Field(Field(Field(claim, "status"), "allocation"), "devices"), "results");
   if (!results.is_array()) return out;
   for (const Json& r : results) {
     std::string driver = Str(r, "driver");
@@ -122,8 +115,8 @@ std::map<std::string, std::vector<std::string>> ContainerCdiDevices(
         const std::string request = Str(ref, "request");
         for (const kubelet::DraPreparedDevice& d : prepared->second) {
           const bool serves = request.empty() || d.request_names.empty() ||
-                              std::find(d.request_names.begin(), d.request_names.end(),
-                                        request) != d.request_names.end();
+                              std::find(d.request_names.begin(), d.request_names.end(), request) !=
+                                  d.request_names.end();
           if (!serves) continue;
           for (const std::string& id : d.cdi_device_ids) {
             if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
@@ -180,9 +173,8 @@ class DraManager::Impl {
     for (const auto& [driver, list] : to_prepare) {
       std::shared_ptr<sim::DraKubeletClient> plugin = PluginFor(driver);
       if (plugin == nullptr) {
-        return Unavailable("DRA driver " + driver + " is not registered on node " +
-                           opt_.node_name + " (no " + driver + "-reg.sock in " +
-                           opt_.registry_dir + ")");
+        return Unavailable("DRA driver " + driver + " is not registered on node " + opt_.node_name +
+                           " (no " + driver + "-reg.sock in " + opt_.registry_dir + ")");
       }
       auto answer = plugin->Prepare(list);
       if (!answer.ok()) {
@@ -191,8 +183,8 @@ class DraManager::Impl {
       for (const kubelet::DraClaim& c : list) {
         const kubelet::DraPrepareResult& r = answer->at(c.uid);
         if (!r.error.empty()) {
-          return Unavailable("NodePrepareResources failed for claim " + c.ns + "/" + c.name +
-                             ": " + r.error);
+          return Unavailable("NodePrepareResources failed for claim " + c.ns + "/" + c.name + ": " +
+                             r.error);
         }
         auto& devices = fresh[c.uid];
         devices.insert(devices.end(), r.devices.begin(), r.devices.end());
@@ -298,7 +290,8 @@ class DraManager::Impl {
     if (!driver.empty()) lo.field_selector += ",spec.driver=" + driver;
     auto list = client_->List(kube::resources::kResourceSlices, "", lo);
     if (!list.ok()) {
-      LogWarn("kubelet: listing ResourceSlices", {{"node", opt_.node_name}, {"error", list.status()}});
+      LogWarn("kubelet: listing ResourceSlices",
+              {{"node", opt_.node_name}, {"error", list.status()}});
       return;
     }
     for (const Json& slice : list->items) {
@@ -384,9 +377,9 @@ class DraManager::Impl {
   std::map<std::string, std::shared_ptr<sim::DraKubeletClient>> plugins_;  // by driver
   std::map<std::string, Socket> sockets_;                                  // by path
   std::map<std::string, Clock::time_point> gone_since_;                    // by driver
-  std::set<std::string> failed_;  // registration failures already logged
-  std::map<std::string, Prepared> prepared_;    // by claim UID
-  std::map<std::string, Prepared> unprepare_;   // by claim UID: no pod uses them
+  std::set<std::string> failed_;               // registration failures already logged
+  std::map<std::string, Prepared> prepared_;   // by claim UID
+  std::map<std::string, Prepared> unprepare_;  // by claim UID: no pod uses them
   std::jthread thread_;
 };
 

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "base/files.h"
+#include "base/json_field.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "kube/event_recorder.h"
@@ -63,13 +64,6 @@ std::string ToRfc3339(const std::string& podman_time) {
     return podman_time.substr(0, 19) + "Z";
   }
   return podman_time.substr(0, 10) + "T" + podman_time.substr(11, 8) + "Z";
-}
-
-const Json& Field(const Json& j, const char* key) {
-  static const Json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
 }
 
 std::string Str(const Json& j, const char* key, const std::string& def = "") {
@@ -797,8 +791,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       r.waiting_reason = "RunContainerError";
       r.waiting_message = id.status().message();
       obj_event(kube::EventType::kWarning, "Failed", "Error: " + r.waiting_message);
-      r.next_start =
-          Clock::now() + RestartBackoff(++r.crashes_in_a_row, opt_.max_restart_period);
+      r.next_start = Clock::now() + RestartBackoff(++r.crashes_in_a_row, opt_.max_restart_period);
       return;
     }
     obj_event(kube::EventType::kNormal, "Created", "Created container " + r.name);
@@ -1018,8 +1011,8 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
           // FailedPrepareDynamicResources).
           auto claimed = dra_->PreparePod(pod);
           if (!claimed.ok()) {
-            const std::string msg = "Failed to prepare dynamic resources: " +
-                                    claimed.status().message();
+            const std::string msg =
+                "Failed to prepare dynamic resources: " + claimed.status().message();
             if (msg != last_claims_error) {
               obj_event(kube::EventType::kWarning, "FailedPrepareDynamicResources", msg);
             }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 #include "kube/gpu_pods.h"
 #include "kube/object.h"
@@ -23,13 +24,6 @@ constexpr std::array<std::string_view, 12> kOperandApps = {"nvidia-operator-vali
                                                            "nvidia-sandbox-device-plugin-daemonset",
                                                            "nvidia-vgpu-device-manager"};
 constexpr std::string_view kDraPluginApp = "nvidia-dra-driver-kubelet-plugin";
-
-const Json& Field(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
 
 std::string Suffix() { return "_" + std::string(kPauseValue); }
 

@@ -1,17 +1,11 @@
 #include "kube/gpu_pods.h"
 
+#include "base/json_field.h"
 #include "kube/object.h"
 #include "kube/resource.h"
 
 namespace gpuop::kube {
 namespace {
-
-const Json& Field(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
 
 std::string StringField(const Json& obj, const char* key) {
   const Json& v = Field(obj, key);

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 
 namespace gpuop::op {
@@ -45,13 +46,6 @@ ComponentInfo Info(Component c) {
               "node-status-exporter", false};
   }
   return {"unknown", "unknown", "unknown", "", false};
-}
-
-const Json& Field(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
 }
 
 std::string StringField(const Json& obj, const char* key, std::string fallback = "") {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 #include "kube/object.h"
 #include "operator/node_labels.h"
@@ -18,13 +19,6 @@ namespace resources = kube::resources;
 
 // ---------------------------------------------------------------------------
 // Reading the spec's free-form settings.
-
-const Json& Field(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
 
 std::string StringField(const Json& obj, const char* key, std::string fallback = "") {
   const Json& v = Field(obj, key);
@@ -795,13 +789,11 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
 // extendedResourceName (KEP-5004, alpha in 1.35) is left out.
 Json DeviceClassObject(const RenderInput& in, const std::string& name, const std::string& type) {
   const std::string cel = std::string("device.driver == '") + kDraDriverName +
-                          "' && device.attributes['" + kDraDriverName + "'].type == '" + type +
-                          "'";
-  return Json{
-      {"apiVersion", "resource.k8s.io/v1"},
-      {"kind", "DeviceClass"},
-      {"metadata", Metadata(in, ComponentName(Component::kDraDriver), name, false)},
-      {"spec", {{"selectors", Json::array({Json{{"cel", {{"expression", cel}}}}})}}}};
+                          "' && device.attributes['" + kDraDriverName + "'].type == '" + type + "'";
+  return Json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "DeviceClass"},
+              {"metadata", Metadata(in, ComponentName(Component::kDraDriver), name, false)},
+              {"spec", {{"selectors", Json::array({Json{{"cel", {{"expression", cel}}}}})}}}};
 }
 
 void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
@@ -814,14 +806,13 @@ void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
   Json& vols = pod["volumes"];
   // Privileged with the MIG config capability, as NVIDIA's: a MIG device's
   // placement (its name and memorySlice capacities) is privileged in NVML.
-  Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
-                          EnvValue("NVIDIA_MIG_CONFIG_DEVICES", "all"),
-                          EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)),
-                          EnvValue("CDI_ROOT", "/var/run/cdi")});
+  Json env = Json::array(
+      {EnvValue("NVIDIA_VISIBLE_DEVICES", "all"), EnvValue("NVIDIA_MIG_CONFIG_DEVICES", "all"),
+       EnvValue("NVIDIA_DRIVER_ROOT", DriverRoot(p)), EnvValue("CDI_ROOT", "/var/run/cdi")});
   constexpr int kHealthPort = 51516;  // NVIDIA's chart's GPU plugin health port
   Json ctr = GpuopContainer("gpus", spec,
-                            {"dra-plugin", "--health-addr", ":" + std::to_string(kHealthPort)},
-                            env, true, true);
+                            {"dra-plugin", "--health-addr", ":" + std::to_string(kHealthPort)}, env,
+                            true, true);
   // /healthz fails while the kubelet has not registered the plugin or a
   // prepare would fail, so a wedged plugin is restarted.
   ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
@@ -837,10 +828,10 @@ void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
   AddHostMount(vols, ctr, Cdi(false));
   AddHostMount(vols, ctr, HostSys());
   pod["containers"].push_back(std::move(ctr));
-  out.push_back(Finish(resources::kDaemonSets,
-                       DaemonSetObject(in, Component::kDraDriver,
-                                       ComponentDaemonSetName(Component::kDraDriver),
-                                       DeploySelector(Component::kDraDriver), std::move(pod))));
+  out.push_back(Finish(
+      resources::kDaemonSets,
+      DaemonSetObject(in, Component::kDraDriver, ComponentDaemonSetName(Component::kDraDriver),
+                      DeploySelector(Component::kDraDriver), std::move(pod))));
 }
 
 void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 #include "kube/object.h"
 
@@ -37,13 +38,6 @@ Json StripTimes(Json status) {
     }
   }
   return status;
-}
-
-const Json& At(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
 }
 
 // The last non-empty line of a termination message (the validator prints
@@ -82,19 +76,19 @@ std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
     if (kube::IsPodReady(pod) || kube::IsBeingDeleted(pod)) continue;
     std::string node = kube::PodNodeName(pod);
     if (node.empty()) node = "(unscheduled pod " + kube::Name(pod) + ")";
-    const Json& inits = At(At(pod, "status"), "initContainerStatuses");
+    const Json& inits = Field(Field(pod, "status"), "initContainerStatuses");
     std::string line;
     if (inits.is_array()) {
       for (const Json& cs : inits) {
-        const Json& state = At(cs, "state");
-        const Json& done = At(state, "terminated");
+        const Json& state = Field(cs, "state");
+        const Json& done = Field(state, "terminated");
         if (done.is_object() && done.value("exitCode", 1) == 0) continue;
         std::string check = cs.value("name", "?");
         if (check.size() > 11 && check.compare(check.size() - 11, 11, "-validation") == 0) {
           check.resize(check.size() - 11);
         }
         std::string failure = Failure(done);
-        if (failure.empty()) failure = Failure(At(At(cs, "lastState"), "terminated"));
+        if (failure.empty()) failure = Failure(Field(Field(cs, "lastState"), "terminated"));
         // The validator's own message names the check already.
         if (const std::string own = check + " validation failed: "; StartsWith(failure, own)) {
           failure = failure.substr(own.size());
@@ -104,10 +98,10 @@ std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
         break;
       }
     }
-    const Json& mains = At(At(pod, "status"), "containerStatuses");
-    const bool main_running =
-        mains.is_array() && !mains.empty() && At(At(mains[0], "state"), "running").is_object();
-    if (line.empty() && main_running && At(mains[0], "started").is_boolean() &&
+    const Json& mains = Field(Field(pod, "status"), "containerStatuses");
+    const bool main_running = mains.is_array() && !mains.empty() &&
+                              Field(Field(mains[0], "state"), "running").is_object();
+    if (line.empty() && main_running && Field(mains[0], "started").is_boolean() &&
         mains[0]["started"].get<bool>()) {
       // Validated once; its readiness probe (the driver check) fails now.
       line = "driver validation failing (the validator's readiness probe: kubectl describe pod " +

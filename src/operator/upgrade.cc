@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 #include "kube/gpu_pods.h"
 #include "kube/object.h"
@@ -24,15 +25,8 @@ constexpr std::pair<State, std::string_view> kStateNames[] = {
     {State::kUpgradeFailed, "upgrade-failed"},
 };
 
-const Json& At(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 Status ReadBool(const Json& obj, const char* key, const std::string& path, bool* out) {
-  const Json& v = At(obj, key);
+  const Json& v = Field(obj, key);
   if (v.is_null()) return Status::Ok();
   if (!v.is_boolean()) {
     return InvalidArgument(path + "." + key + ": want true or false, got " + v.dump());
@@ -42,7 +36,7 @@ Status ReadBool(const Json& obj, const char* key, const std::string& path, bool*
 }
 
 Status ReadSeconds(const Json& obj, const char* key, const std::string& path, int64_t* out) {
-  const Json& v = At(obj, key);
+  const Json& v = Field(obj, key);
   if (v.is_null()) return Status::Ok();
   if (!v.is_number_integer() || v.get<int64_t>() < 0) {
     return InvalidArgument(path + "." + key + ": want a whole number of seconds (0 or more), got " +
@@ -53,7 +47,7 @@ Status ReadSeconds(const Json& obj, const char* key, const std::string& path, in
 }
 
 Status ReadString(const Json& obj, const char* key, const std::string& path, std::string* out) {
-  const Json& v = At(obj, key);
+  const Json& v = Field(obj, key);
   if (v.is_null()) return Status::Ok();
   if (!v.is_string()) return InvalidArgument(path + "." + key + ": want a string, got " + v.dump());
   *out = v.get<std::string>();
@@ -449,20 +443,20 @@ Result<UpgradePolicy> ParseUpgradePolicy(const Json& upgrade_policy) {
     }
   }
   // (NVIDIA's chart writes its gpuPodDeletion value here.)
-  const Json& deletion = At(upgrade_policy, "podDeletion");
+  const Json& deletion = Field(upgrade_policy, "podDeletion");
   const std::string dpath = path + ".podDeletion";
   GPUOP_RETURN_IF_ERROR(ReadBool(deletion, "force", dpath, &p.pod_deletion.force));
   GPUOP_RETURN_IF_ERROR(
       ReadSeconds(deletion, "timeoutSeconds", dpath, &p.pod_deletion.timeout_seconds));
   GPUOP_RETURN_IF_ERROR(
       ReadBool(deletion, "deleteEmptyDir", dpath, &p.pod_deletion.delete_empty_dir));
-  const Json& wait = At(upgrade_policy, "waitForCompletion");
+  const Json& wait = Field(upgrade_policy, "waitForCompletion");
   const std::string wpath = path + ".waitForCompletion";
   GPUOP_RETURN_IF_ERROR(
       ReadString(wait, "podSelector", wpath, &p.wait_for_completion.pod_selector));
   GPUOP_RETURN_IF_ERROR(
       ReadSeconds(wait, "timeoutSeconds", wpath, &p.wait_for_completion.timeout_seconds));
-  const Json& drain = At(upgrade_policy, "drain");
+  const Json& drain = Field(upgrade_policy, "drain");
   const std::string rpath = path + ".drain";
   GPUOP_RETURN_IF_ERROR(ReadBool(drain, "enable", rpath, &p.drain.enable));
   GPUOP_RETURN_IF_ERROR(ReadBool(drain, "force", rpath, &p.drain.force));
@@ -496,20 +490,21 @@ PodInfo ReadPod(const Json& pod, const std::set<std::string>& gpu_claims) {
       p.controller_name = o.name;
     }
   }
-  const Json& spec = At(pod, "spec");
+  const Json& spec = Field(pod, "spec");
   p.gpu = kube::IsGpuPod(pod, gpu_claims);
-  for (const Json& v : At(spec, "volumes").is_array() ? At(spec, "volumes") : Json::array()) {
+  for (const Json& v : Field(spec, "volumes").is_array() ? Field(spec, "volumes") : Json::array()) {
     if (v.contains("emptyDir")) p.empty_dir = true;
   }
   p.config_digest = ConfigDigest(spec);
-  const Json& statuses = At(At(pod, "status"), "containerStatuses");
+  const Json& statuses = Field(Field(pod, "status"), "containerStatuses");
   bool all_ready = statuses.is_array() && !statuses.empty();
   for (const Json& s : statuses.is_array() ? statuses : Json::array()) {
-    bool ready = At(s, "ready").is_boolean() && At(s, "ready").get<bool>();
+    bool ready = Field(s, "ready").is_boolean() && Field(s, "ready").get<bool>();
     if (!ready) {
       all_ready = false;
-      int64_t restarts =
-          At(s, "restartCount").is_number_integer() ? At(s, "restartCount").get<int64_t>() : 0;
+      int64_t restarts = Field(s, "restartCount").is_number_integer()
+                             ? Field(s, "restartCount").get<int64_t>()
+                             : 0;
       p.restarts_not_ready = std::max(p.restarts_not_ready, restarts);
     }
   }
@@ -525,7 +520,8 @@ std::string CurrentRevisionHash(const Json& daemonset, const std::vector<Json>& 
   for (const Json& r : revisions) {
     const std::string name = kube::Name(r);
     if (!StartsWith(name, prefix) || (!uid.empty() && !kube::IsOwnedBy(r, uid))) continue;
-    int64_t revision = At(r, "revision").is_number_integer() ? At(r, "revision").get<int64_t>() : 0;
+    int64_t revision =
+        Field(r, "revision").is_number_integer() ? Field(r, "revision").get<int64_t>() : 0;
     if (revision > best) {
       best = revision;
       hash = name.substr(prefix.size());
@@ -535,12 +531,12 @@ std::string CurrentRevisionHash(const Json& daemonset, const std::vector<Json>& 
 }
 
 std::string ConfigDigest(const Json& pod_spec) {
-  const Json& containers = At(pod_spec, "containers");
+  const Json& containers = Field(pod_spec, "containers");
   for (const Json& c : containers.is_array() ? containers : Json::array()) {
-    const Json& env = At(c, "env");
+    const Json& env = Field(c, "env");
     for (const Json& e : env.is_array() ? env : Json::array()) {
-      if (At(e, "name") == kConfigDigestEnv && At(e, "value").is_string()) {
-        return At(e, "value").get<std::string>();
+      if (Field(e, "name") == kConfigDigestEnv && Field(e, "value").is_string()) {
+        return Field(e, "value").get<std::string>();
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "base/json_field.h"
 #include "base/log.h"
 #include "kube/object.h"
 #include "validator/checks.h"
@@ -66,31 +67,24 @@ std::string FailedTermination(const Json& terminated) {
   return "exit code " + std::to_string(code) + (why.empty() ? "" : ": " + why);
 }
 
-const Json& At(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
 }  // namespace
 
 PodOutcome EvaluateWorkloadPod(const Json& pod) {
   PodOutcome out;
   const std::string phase = kube::PodPhase(pod);
-  const Json& status = At(pod, "status");
+  const Json& status = Field(pod, "status");
   std::string failure;
   std::string waiting;
   for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
-    const Json& statuses = At(status, list);
+    const Json& statuses = Field(status, list);
     if (!statuses.is_array()) continue;
     for (const Json& cs : statuses) {
       const std::string name = cs.value("name", "?");
-      const Json& state = At(cs, "state");
-      std::string f = FailedTermination(At(state, "terminated"));
-      if (f.empty()) f = FailedTermination(At(At(cs, "lastState"), "terminated"));
+      const Json& state = Field(cs, "state");
+      std::string f = FailedTermination(Field(state, "terminated"));
+      if (f.empty()) f = FailedTermination(Field(Field(cs, "lastState"), "terminated"));
       if (!f.empty() && failure.empty()) failure = "container " + name + " " + f;
-      const Json& w = At(state, "waiting");
+      const Json& w = Field(state, "waiting");
       if (w.is_object() && waiting.empty()) {
         waiting = "container " + name + " waiting: " + w.value("reason", "") +
                   (w.value("message", "").empty() ? "" : " (" + w.value("message", "") + ")");
@@ -106,7 +100,7 @@ PodOutcome EvaluateWorkloadPod(const Json& pod) {
   if (phase == "Failed") {
     out.done = true;
     std::string reason =
-        At(status, "message").is_string() ? At(status, "message").get<std::string>() : "";
+        Field(status, "message").is_string() ? Field(status, "message").get<std::string>() : "";
     out.message = !failure.empty() ? failure : !reason.empty() ? reason : "the pod failed";
     return out;
   }
@@ -132,7 +126,7 @@ Result<std::string> WorkloadImage(kube::Client& client, const Options& o) {
                                  " for its image (or set VALIDATOR_IMAGE)");
   }
   for (const char* list : {"initContainers", "containers"}) {
-    const Json& cs = At(At(*pod, "spec"), list);
+    const Json& cs = Field(Field(*pod, "spec"), list);
     if (!cs.is_array()) continue;
     for (const Json& c : cs) {
       std::string image = c.value("image", "");
@@ -257,9 +251,9 @@ Result<WorkloadPodSpec> BaseSpec(kube::Client& client, const Options& o) {
   s.require_cuda = o.require_cuda;
   auto ds = client.Get(kube::resources::kDaemonSets, o.namespace_, kValidatorDaemonSet);
   if (ds.ok()) {
-    s.owner_references = At(At(*ds, "metadata"), "ownerReferences");
+    s.owner_references = Field(Field(*ds, "metadata"), "ownerReferences");
     if (!s.owner_references.is_array()) s.owner_references = Json::array();
-    s.tolerations = At(At(At(At(*ds, "spec"), "template"), "spec"), "tolerations");
+    s.tolerations = Field(Field(Field(Field(*ds, "spec"), "template"), "spec"), "tolerations");
     if (!s.tolerations.is_array()) s.tolerations = Json::array();
   } else if (!kube::IsNotFound(ds.status())) {
     return ds.status().Annotate("reading DaemonSet " + o.namespace_ + "/" + kValidatorDaemonSet +
