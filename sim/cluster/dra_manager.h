@@ -1,6 +1,6 @@
-// DraManager: the simulated kubelet's DRA manager (facts/dra.md §1.3, §2.3),
-// speaking the real registration and DRA gRPC protocols to the node's
-// plugins (sim/kubelet/dra_kubelet.h).
+// DraManager: the simulated kubelet's DRA manager (after the kubelet's
+// pkg/kubelet/cm/dra), speaking the real registration and DRA gRPC protocols to
+// the node's plugins (sim/kubelet/dra_kubelet.h).
 //
 //   - Plugins: a *-reg.sock that appears in <root>/var/lib/kubelet/
 //     plugins_registry is registered (GetInfo, validation, Notify); one that

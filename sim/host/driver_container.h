@@ -5,7 +5,8 @@
 // version (the simulated libraries, tools and firmware, laid out as a driver
 // install lays them out) and busybox for the probes NVIDIA's pod spec runs
 // (`sh`, `nvidia-smi`). Its entrypoint, `gpuop sim driver-container init`,
-// keeps the driver container's contract (facts/driver.md §1.3, §1.4):
+// keeps the driver container's contract (the nvidia-driver script of
+// NVIDIA/gpu-driver-container):
 //   - one instance per node (a non-blocking flock on
 //     /run/nvidia/nvidia-driver.pid), `.driver-daemons-status` NotReady
 //     until the driver is up, then Ready;

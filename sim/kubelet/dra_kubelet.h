@@ -1,12 +1,12 @@
-// DraKubeletClient: the kubelet's side of a DRA plugin (facts/dra.md §1.4,
-// §2.3), for tests and the simulated kubelet. Register() does what the
-// kubelet's plugin manager does with a socket that appears in
+// DraKubeletClient: the kubelet's side of a DRA plugin (as the kubelet's
+// pkg/kubelet/cm/dra does it), for tests and the simulated kubelet. Register()
+// does what the kubelet's plugin manager does with a socket that appears in
 // plugins_registry: dial it (10 s), GetInfo (1 s), validate the answer, and
-// report the outcome with NotifyRegistrationStatus (5 s): false with the
-// reason when the plugin is refused, true when it is accepted. The accepted
-// plugin's service is the first entry of its supported_versions that this
-// kubelet knows (v1.DRAPlugin or v1beta1.DRAPlugin), and Prepare/Unprepare go
-// to that service only, at the plugin's endpoint, each with a 45 s deadline.
+// report the outcome with NotifyRegistrationStatus (5 s): false with the reason
+// when the plugin is refused, true when it is accepted. The accepted plugin's
+// service is the first entry of its supported_versions that this kubelet knows
+// (v1.DRAPlugin or v1beta1.DRAPlugin), and Prepare/Unprepare go to that service
+// only, at the plugin's endpoint, each with a 45 s deadline.
 //
 //   auto plugin = DraKubeletClient::Register(registry_dir + "/gpu.nvidia.com-reg.sock");
 //   auto results = (*plugin)->Prepare({{"default", uid, "gpu-claim"}});

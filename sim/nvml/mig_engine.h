@@ -1,7 +1,8 @@
 // The MIG engine: which GPU and compute instances fit on a GPU, where they go
-// and which IDs they get, following the rules of the real driver (facts
-// node.md §4.3). Pure functions of the model and the current layout: no I/O,
-// no clock, no shared state; safe to call from any thread.
+// and which IDs they get, following the rules of the real driver (as
+// `nvidia-smi mig -lgip` and NVML report them). Pure functions of the model and
+// the current layout: no I/O, no clock, no shared state; safe to call from any
+// thread.
 //
 // Layout: a GPU has M memory slices (8, or 4 on A30) and C compute slices (7,
 // or 4 on A30). A GI takes `placement_size` memory slices at a start listed by

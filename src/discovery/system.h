@@ -1,8 +1,9 @@
 // The system labels Node Feature Discovery's system and kernel sources set,
-// which the operator reads to name the driver image (driver.md §1.1: the
-// image tag's OS suffix from system-os_release.ID and VERSION_ID; a
-// precompiled driver's kernel from kernel-version.full). gpuop node-discovery
-// sets them too, so a cluster without NFD gets the right driver image:
+// which the operator reads to name the driver image (gpu-operator's
+// resolveDriverTag: the image tag's OS suffix from system-os_release.ID and
+// VERSION_ID; a precompiled driver's kernel from kernel-version.full). gpuop
+// node-discovery sets them too, so a cluster without NFD gets the right driver
+// image:
 //
 //   feature.node.kubernetes.io/system-os_release.ID            ubuntu
 //   feature.node.kubernetes.io/system-os_release.VERSION_ID    22.04

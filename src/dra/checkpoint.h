@@ -1,6 +1,6 @@
 // The DRA driver's checkpoint: which claims this node prepared, with what, so
 // prepare and unprepare stay idempotent across plugin and kubelet restarts
-// (facts/dra.md §4.7, §4.9). The file is <plugin dir>/checkpoint.json.
+// (NVIDIA's plugin keeps one too). The file is <plugin dir>/checkpoint.json.
 //
 // gpuop's own format (NVIDIA's checksum is FNV over Go's spew output, not
 // reproducible here): one JSON object

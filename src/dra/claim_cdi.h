@@ -1,5 +1,5 @@
 // The CDI spec of one prepared claim, as NVIDIA's driver writes it
-// (facts/dra.md §4.8): kind k8s.gpu.nvidia.com/claim in the file
+// (25.12 and later): kind k8s.gpu.nvidia.com/claim in the file
 // <cdi-root>/k8s.gpu.nvidia.com-claim_<claimUID>.yaml, one device per prepared
 // device named <claimUID>-<deviceName>, so a container asks for
 // "k8s.gpu.nvidia.com/claim=<claimUID>-gpu-0".

@@ -1,5 +1,5 @@
 // What a ResourceClaim (resource.k8s.io/v1) asks of this node's driver, and
-// which of the node's GPUs and MIG devices that is (facts/dra.md §1.3, §3.3).
+// which of the node's GPUs and MIG devices that is.
 //
 // The kubelet sends only a claim's namespace, name and UID; the plugin reads
 // the claim from the API server and ParseClaim checks it is the same object

@@ -1,6 +1,5 @@
 // The opaque device parameters of NVIDIA's GPU DRA driver
-// (resource.nvidia.com/v1beta1, facts/dra.md §4.6) and which one applies to
-// each allocated device.
+// (resource.nvidia.com/v1beta1) and which one applies to each allocated device.
 //
 // ParseAllocationConfigs reads status.allocation.devices.config: entries of
 // other drivers are skipped; ours are decoded strictly (an unknown field, a

@@ -1,5 +1,5 @@
 // The DRA devices a node publishes, as NVIDIA's GPU DRA driver models them in
-// its default ("static MIG") mode (facts/dra.md §4.3-§4.5, §4.9):
+// its default ("static MIG") mode:
 //   - a GPU with MIG off is one `gpu` device, gpu-<minor>;
 //   - a GPU with MIG on publishes the MIG devices it has (made by mig-manager)
 //     and not itself;
@@ -42,7 +42,7 @@ inline constexpr char kEffectNoSchedule[] = "NoSchedule";
 inline constexpr char kEffectNone[] = "None";
 
 // XIDs NVIDIA's driver taints with effect None (application faults, not the
-// GPU's): 13, 31, 43, 45, 68, 109 (facts/dra.md §4.9).
+// GPU's): 13, 31, 43, 45, 68, 109.
 inline const std::set<uint64_t> kIgnoredXids = {13, 31, 43, 45, 68, 109};
 
 struct DeviceTaint {

@@ -1,6 +1,6 @@
 // Driver: NodePrepareResources / NodeUnprepareResources for driver
 // gpu.nvidia.com on this node, as NVIDIA's gpu-kubelet-plugin behaves
-// (facts/dra.md §1.3, §4.7–§4.9).
+// (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin).
 //
 // Prepare, per claim: read the claim from the API server (its UID must be the
 // kubelet's, it must be allocated), then under the lock
@@ -61,7 +61,7 @@ class TimeSlicer {
 
 // The real one: `nvidia-smi -i <uuid> -c DEFAULT`, then `nvidia-smi
 // compute-policy -i <uuid> --set-timeslice <0..3>`, as NVIDIA's driver does
-// (facts/dra.md §4.6). A non-zero exit is an error quoting nvidia-smi.
+// for a TimeSlicing config. A non-zero exit is an error quoting nvidia-smi.
 class NvidiaSmiTimeSlicer final : public TimeSlicer {
  public:
   // `nvidia_smi`: the binary, a path or a name looked up in PATH.

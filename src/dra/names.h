@@ -1,5 +1,5 @@
-// The names NVIDIA's GPU DRA driver gives its devices (facts/dra.md §4.3), so
-// claims and DeviceClass selectors written for it select the same devices:
+// The names NVIDIA's GPU DRA driver gives its devices, so claims and
+// DeviceClass selectors written for it select the same devices:
 //   a whole GPU   gpu-<minor>                          (the /dev/nvidia minor)
 //   a MIG device  gpu-<parent minor>-mig-<profile>-<GI profile id>-<placement start>
 // where <profile> is the MIG profile lowercased with dots removed and any

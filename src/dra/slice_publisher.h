@@ -1,6 +1,6 @@
 // SlicePublisher: keeps the API server's ResourceSlices for one node and the
 // gpu.nvidia.com driver equal to the node's DRA devices, as the Kubernetes
-// DRA helper does for NVIDIA's plugin (facts/dra.md §3.4):
+// DRA helper does for NVIDIA's plugin (k8s.io/dynamic-resource-allocation):
 //   - it lists the node's slices by the fields spec.nodeName and spec.driver;
 //   - when they say something else than the devices (a device came, went or
 //     changed, a taint was added, a slice was deleted or edited), it writes

@@ -1,8 +1,8 @@
 // The ResourceSlices (resource.k8s.io/v1) that publish a node's DRA devices,
 // shaped as the Kubernetes DRA helper shapes them for NVIDIA's driver
-// (facts/dra.md §3.1, §3.4): one pool named after the node, devices sorted by
-// name and split over as many slices as the per-slice limit needs, each slice
-// owned by the Node so that deleting the Node deletes them.
+// (k8s.io/dynamic-resource-allocation): one pool named after the node, devices
+// sorted by name and split over as many slices as the per-slice limit needs,
+// each slice owned by the Node so that deleting the Node deletes them.
 //
 // Pure and thread-safe.
 #pragma once

@@ -10,7 +10,7 @@
 namespace gpuop::driver_manager {
 namespace {
 
-// The app labels of the operands that must leave the node (§2.2 step 4).
+// The app labels of the operands k8s-driver-manager waits to leave the node.
 constexpr std::array<std::string_view, 12> kOperandApps = {"nvidia-operator-validator",
                                                            "nvidia-container-toolkit-daemonset",
                                                            "nvidia-device-plugin-daemonset",

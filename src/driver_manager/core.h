@@ -1,12 +1,12 @@
 // The driver manager's pure core: inputs in, decisions out. No I/O, no clock.
 //
-//   - the pause/restore table of k8s-driver-manager (facts/driver.md §2.3) over
-//     the node's nvidia.com/gpu.deploy.* labels;
-//   - which pods are GPU pods (§2.4), which are paused operands that must
-//     leave the node (§2.2 step 4), which pods an eviction or a drain may
+//   - the pause/restore table of NVIDIA's k8s-driver-manager over the node's
+//     nvidia.com/gpu.deploy.* labels;
+//   - which pods are GPU pods, which are paused operands that must leave the
+//     node before the driver unloads, which pods an eviction or a drain may
 //     remove and, all or nothing, why not;
-//   - what a run does given the node's state (§2.2 steps 1, 3, 5) and the
-//     policy (eviction, drain, or the upgrade controller's override);
+//   - what a run does given the node's state and the policy (eviction, drain,
+//     or the upgrade controller's override);
 //   - the node patches that cordon and uncordon, remembering that gpuop made
 //     the cordon so an admin's cordon is never undone.
 //
@@ -55,8 +55,9 @@ inline constexpr std::string_view kDraDriverComponent = "dra-driver";
 
 std::string DeployLabel(std::string_view component);
 
-// §2.3: the value pausing writes for a label's current value; nullopt when
-// the label is left as it is (absent, "", "false", already paused).
+// k8s-driver-manager's pause table: the value pausing writes for a label's
+// current value; nullopt when the label is left as it is (absent, "", "false",
+// already paused).
 std::optional<std::string> PausedValue(std::optional<std::string_view> current);
 // The value restoring writes; nullopt when the label is not paused.
 std::optional<std::string> RestoredValue(std::optional<std::string_view> current);
@@ -77,8 +78,8 @@ Json LabelPatch(const std::map<std::string, std::string>& changes);
 
 // ---- Pods -----------------------------------------------------------------
 
-// §2.2 step 7: the pods that are not finished and still use one of
-// `gpu_claims`; the driver must not be unloaded under them.
+// The pods that are not finished and still use one of `gpu_claims`; the driver
+// must not be unloaded under them.
 std::vector<Json> LivePodsWithClaims(const std::vector<Json>& pods,
                                      const std::set<std::string>& gpu_claims);
 

@@ -1,6 +1,6 @@
 // `gpuop driver-manager uninstall_driver`: makes way for a driver (re)load on
 // this node, as NVIDIA's k8s-driver-manager does in the driver pod's init
-// container (facts/driver.md §2.2), with gpuop's differences:
+// container, with gpuop's differences:
 //
 //   1. A driver installed on the host (NVML under the host root initialises):
 //      label nvidia.com/gpu.deploy.driver=pre-installed, wait (bounded) for

@@ -1,6 +1,6 @@
 // The driver manager's settings, read from k8s-driver-manager's environment
-// names (facts/driver.md §2.1) so the operator's rendering, NVIDIA's chart
-// values and users' driver.manager.env keep their meaning.
+// names so the operator's rendering, NVIDIA's chart values and users'
+// driver.manager.env keep their meaning.
 //
 // Thread-safety: plain values and pure functions.
 #pragma once

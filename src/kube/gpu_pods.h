@@ -1,8 +1,8 @@
-// GPU pods as the driver upgrade reads them: a pod that requests an
-// nvidia.com GPU or MIG resource, or holds a ResourceClaim a DRA driver
-// allocated (which claims a pod uses, which claims gpu.nvidia.com allocated).
-// The operator's upgrade controller and the driver manager both decide with
-// these which pods to evict (facts/driver.md §2.4).
+// GPU pods as the driver upgrade reads them: a pod that requests an nvidia.com
+// GPU or MIG resource, or holds a ResourceClaim a DRA driver allocated (which
+// claims a pod uses, which claims gpu.nvidia.com allocated). The operator's
+// upgrade controller and the driver manager both decide with these which pods
+// to evict.
 //
 // Thread-safety: pure functions over values; ListClaimsAllocatedBy uses the
 // (thread-safe) client.

@@ -1,8 +1,8 @@
-// DraPluginServer: the gRPC side of a DRA kubelet plugin (facts/dra.md §1,
-// §2). It serves the DRA service, v1 and v1beta1 on one socket, at
-// <plugin_dir>/dra.sock, and only then the kubelet's plugin Registration
-// service at <registry_dir>/<driver>-reg.sock, so a kubelet that notices the
-// registration socket always finds the DRA socket answering:
+// DraPluginServer: the gRPC side of a DRA kubelet plugin (the kubelet's dra/v1
+// and pluginregistration APIs). It serves the DRA service, v1 and v1beta1 on
+// one socket, at <plugin_dir>/dra.sock, and only then the kubelet's plugin
+// Registration service at <registry_dir>/<driver>-reg.sock, so a kubelet that
+// notices the registration socket always finds the DRA socket answering:
 //
 //   auto server = DraPluginServer::Start(&driver, {.driver_name = "gpu.nvidia.com",
 //       .plugin_dir = "/var/lib/kubelet/plugins/gpu.nvidia.com",

@@ -1,7 +1,7 @@
-// The plain values of the kubelet's DRA protocol (facts/dra.md §1.2), shared
-// by the plugin's gRPC server (dra_server.h), the driver that implements it
-// (src/dra) and the simulated kubelet that calls it. No gRPC types here, so
-// the driver's core stays testable without a socket.
+// The plain values of the kubelet's DRA protocol (k8s.io/kubelet
+// pkg/apis/dra/v1), shared by the plugin's gRPC server (dra_server.h), the
+// driver that implements it (src/dra) and the simulated kubelet that calls it.
+// No gRPC types here, so the driver's core stays testable without a socket.
 #pragma once
 
 #include <map>

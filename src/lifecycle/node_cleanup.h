@@ -9,7 +9,7 @@
 //
 // NVIDIA's toolkit reverts on every exit instead, so an update briefly leaves
 // nodes without the runtime; or, when it cannot, leaves the config behind
-// pointing at a runtime that is gone (facts/users.md).
+// pointing at a runtime that is gone (gpu-operator #188).
 //
 // Thread-safety: reentrant.
 #pragma once

@@ -1,7 +1,7 @@
 // `gpuop uninstall`: takes off the cluster everything gpuop put there, so that
 // `helm uninstall` (whose pre-delete hook runs it) leaves nothing behind:
 // NVIDIA's operator leaves node labels, runtime configuration and CRs behind
-// (facts/users.md), and users clean up by hand.
+// (gpu-operator #188, #1391), and users clean up by hand.
 //
 // In order, each step waiting for the one before:
 //   1. every ClusterPolicy deleted: its DaemonSets and the rest of what the

@@ -1,8 +1,8 @@
 // The mig-parted config file (`version: v1`, `mig-configs: {...}`): the
-// declarative MIG layouts that `gpuop mig apply` and the MIG manager follow,
-// in NVIDIA's format so existing files and ConfigMaps work unchanged
-// (facts node.md §4.1). Parsing is strict: an unknown field, a wrong type or
-// a malformed profile name is an error naming the file and the line.
+// declarative MIG layouts that `gpuop mig apply` and the MIG manager follow, in
+// NVIDIA's format so existing files and ConfigMaps work unchanged
+// (NVIDIA/mig-parted api/spec/v1). Parsing is strict: an unknown field, a wrong
+// type or a malformed profile name is an error naming the file and the line.
 //
 // All types are plain values; the functions are pure and thread-safe.
 #pragma once

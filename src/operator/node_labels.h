@@ -3,7 +3,7 @@
 // the difference into one merge patch per node, and writes nothing when there
 // is no difference (so an idle cluster sees no writes).
 //
-// Rules (NVIDIA's node-labelling controller, facts/controller.md §2):
+// Rules (NVIDIA's controllers/nodelabeling_controller.go):
 //   - a GPU node has feature.node.kubernetes.io/pci-10de.present=true, or the
 //     pci-0300_10de / pci-0302_10de class variants (NFD's, or gpuop
 //     node-discovery's, which sets the same keys);

@@ -784,9 +784,10 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
                                        DeploySelector(Component::kDevicePlugin), std::move(pod))));
 }
 
-// The DeviceClasses NVIDIA's DRA driver installs, with its selectors, so
-// claims written for it select the same devices (facts/dra.md §4.2).
-// extendedResourceName (KEP-5004, alpha in 1.35) is left out.
+// The DeviceClasses NVIDIA's DRA driver installs, with its selectors, so claims
+// written for it select the same devices (as its chart and gpu-operator's
+// manifests/state-dra-driver define them). extendedResourceName (KEP-5004,
+// alpha in 1.35) is left out.
 Json DeviceClassObject(const RenderInput& in, const std::string& name, const std::string& type) {
   const std::string cel = std::string("device.driver == '") + kDraDriverName +
                           "' && device.attributes['" + kDraDriverName + "'].type == '" + type + "'";
@@ -903,9 +904,9 @@ void RenderGfd(const RenderInput& in, std::vector<RenderedObject>& out) {
                              DeploySelector(Component::kGpuFeatureDiscovery), std::move(pod))));
 }
 
-// mig-parted format (facts/node.md §4.1). The per-model layouts (all-1g.10gb,
-// all-balanced, ...) need no entry here: the MIG manager generates the ones a
-// name asks for from the GPUs it finds (mig/manager.h).
+// mig-parted format (NVIDIA/mig-parted api/spec/v1). The per-model layouts
+// (all-1g.10gb, all-balanced, ...) need no entry here: the MIG manager
+// generates the ones a name asks for from the GPUs it finds (mig/manager.h).
 constexpr const char* kDefaultMigConfig =
     "version: v1\n"
     "mig-configs:\n"

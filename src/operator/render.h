@@ -17,10 +17,10 @@
 //
 // Pods of gpuop's own components run OperatorEnv::gpuop_image with
 //   command: ["gpuop", "--host-root", "/host", <subcommand>]  + spec args
-// and are configured through the upstream environment names (facts/node.md),
-// the component's defaults first, then spec env (a spec entry replaces a
-// default of the same name). NODE_NAME and OPERATOR_NAMESPACE come from the
-// downward API in every gpuop container.
+// and are configured through the upstream environment names (the ones NVIDIA's
+// images read), the component's defaults first, then spec env (a spec entry
+// replaces a default of the same name). NODE_NAME and OPERATOR_NAMESPACE come
+// from the downward API in every gpuop container.
 //
 // Host-path scheme. gpuop joins every host path to --host-root, so a host
 // directory H is always mounted at /host<H>, and a component sees exactly the

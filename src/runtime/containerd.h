@@ -39,7 +39,8 @@ namespace gpuop::runtime {
 
 inline constexpr std::string_view kContainerdConfigPath = "/etc/containerd/config.toml";
 inline constexpr std::string_view kContainerdDropInPath = "/etc/containerd/conf.d/99-nvidia.toml";
-// The CRI plugin that holds runtimes, by config version (facts/node.md §3.3).
+// The CRI plugin that holds runtimes, by config version (as in nvidia-ctk's
+// pkg/config/engine/containerd).
 inline constexpr std::string_view kCriPluginV2 = "io.containerd.grpc.v1.cri";
 inline constexpr std::string_view kCriPluginV3 = "io.containerd.cri.v1.runtime";
 // Ends the `imports` line gpuop inserts into a main config.

@@ -3,7 +3,7 @@
 // files found on the host) in, a complete cdi::Spec out; no I/O, so unit tests
 // drive every decision and golden files pin the output.
 //
-// What it decides (facts/node.md §3.2, as nvidia-ctk does):
+// What it decides (as `nvidia-ctk cdi generate` does):
 //   - one device entry per name strategy for each whole GPU (/dev/nvidia<minor>
 //     plus its DRI card/render nodes) and for each MIG device (the parent node
 //     plus its GI and CI capability nodes); a MIG-enabled GPU gets only its MIG

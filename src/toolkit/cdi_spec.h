@@ -1,7 +1,7 @@
 // The CDI (Container Device Interface) spec model: what a container runtime
 // reads from /etc/cdi or /var/run/cdi to turn a device name such as
 // "nvidia.com/gpu=0" into device nodes, mounts, environment and hooks
-// (cncf-tags/container-device-interface SPEC.md; facts/node.md §3.1).
+// (cncf-tags/container-device-interface SPEC.md).
 //
 // Rendering (ToYaml, ToJson) is deterministic: fields in the order of the
 // CDI Go types (specs-go/config.go), lists in the order held, empty fields

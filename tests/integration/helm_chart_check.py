@@ -238,8 +238,7 @@ SEED_DIFFERENCES = {
     'metadata.labels["app.kubernetes.io/version"]': (
         "differs", "gpuop's appVersion (NVIDIA's in-repository chart says main-latest)"),
     'spec.daemonsets.labels["helm.sh/chart"]': (
-        "absent", "a chart upgrade must not roll every operand, the driver included "
-                  "(facts/helm.md 7.7)"),
+        "absent", "a chart upgrade must not roll every operand, the driver included"),
 }
 for block in ("toolkit", "devicePlugin", "dcgmExporter", "gfd", "migManager", "validator",
               "nodeStatusExporter", "driver.manager"):
@@ -634,14 +633,14 @@ def check_refusals():
                    "misspelt devicePlugin.enabeld")
     expect_failure(["--set", "mig.strategy=dual"], "mig.strategy", "mig.strategy=dual")
     expect_failure(["--set", "driver.enabled=yes"], "driver.enabled", "driver.enabled=yes")
-    # NVIDIA's validations (facts/helm.md 5) that apply to gpuop, with its messages.
+    # NVIDIA's validations (its templates/validations.yaml) that apply to gpuop, with its messages.
     expect_failure(["--set", "cdi.enabled=false", "--set", "cdi.nriPluginEnabled=true"],
                    "the NRI Plugin cannot be enabled when CDI is disabled", "NRI without CDI")
     expect_failure(["--set", "cdi.nriPluginEnabled=true", "--set", "toolkit.enabled=false"],
                    "the NRI Plugin cannot be enabled when the Container Toolkit is disabled",
                    "NRI without the toolkit")
     # NVIDIA's chart has these two checks; its exact wording is not known to
-    # us (facts/helm.md 5.5), so the messages are gpuop's.
+    # us, so the messages are gpuop's.
     expect_failure(["--set", "devicePlugin.config.create=true", "--set", "devicePlugin.config.name=x"],
                    "devicePlugin.config.data must not be empty", "device plugin config, no data")
     expect_failure(["--set", "devicePlugin.config.create=true",

@@ -13,7 +13,7 @@ namespace {
 using Labels = std::map<std::string, std::string>;
 
 TEST(PauseTableTest, MatchesKubernetesDriverManager) {
-  // facts/driver.md §2.3, row by row.
+  // k8s-driver-manager's pause/restore table, row by row.
   EXPECT_EQ(PausedValue(std::nullopt), std::nullopt);
   EXPECT_EQ(PausedValue(""), std::nullopt);
   EXPECT_EQ(PausedValue("false"), std::nullopt);

@@ -27,7 +27,7 @@ TEST(Counters, DefaultListHasDcgmExporterDefaultsAndTheExtras) {
   ASSERT_FALSE(counters.empty());
   std::set<std::string_view> names;
   for (const Counter& c : counters) names.insert(c.field->name);
-  // dcgm-exporter's default-counters.csv (facts/node.md §5).
+  // dcgm-exporter's default-counters.csv.
   for (const char* f :
        {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP",
         "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",

@@ -21,7 +21,7 @@ std::vector<Placement> Starts(std::vector<unsigned> starts, unsigned size) {
   return out;
 }
 
-// H100 80GB profile table (facts node.md §4.3).
+// H100 80GB profile table, as `nvidia-smi mig -lgip` lists it.
 std::vector<GiProfile> H100Profiles() {
   auto p = [](unsigned index, unsigned id, std::string name, unsigned slices, unsigned max,
               uint64_t mem, std::vector<Placement> pl) {

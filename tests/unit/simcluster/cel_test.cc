@@ -9,8 +9,8 @@ using kube::Json;
 
 constexpr const char* kDriver = "gpu.nvidia.com";
 
-// An H100 as NVIDIA's driver publishes it (facts/dra.md §4.4): own attributes
-// without a domain, the standard ones qualified.
+// An H100 as NVIDIA's driver publishes it: own attributes without a domain, the
+// standard ones qualified.
 Json H100() {
   return Json::parse(R"({
     "name": "gpu-0",

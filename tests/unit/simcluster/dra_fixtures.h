@@ -1,5 +1,5 @@
-// Shared by the simulated scheduler's DRA tests: NVIDIA's DeviceClasses
-// (facts/dra.md §4.2) as the operator renders them.
+// Shared by the simulated scheduler's DRA tests: NVIDIA's DeviceClasses as the
+// operator renders them.
 #pragma once
 
 #include <nlohmann/json.hpp>
