@@ -1,5 +1,5 @@
 // Cluster: `gpuop sim cluster`, a Kubernetes cluster on one machine with
-// simulated GPU nodes (DESIGN.md §1). One process (`gpuop sim cluster run`,
+// simulated GPU nodes (docs/simulated-cluster.md). One process (`gpuop sim cluster run`,
 // started in the background by `up`) holds it: the API emulator on the
 // cluster network's gateway, the controllers a cluster runs (scheduler,
 // DaemonSet, Deployment/ReplicaSet), and a Kubelet per node, each node with

@@ -6,7 +6,7 @@
 // devices in /sys/bus/pci/devices, driver libraries found through
 // /etc/ld.so.cache, binaries, firmware and IPC sockets. A simulated node gets
 // the same tree in a directory, so that the toolkit, node discovery and the
-// device plugin run unchanged against it (DESIGN.md §2, "host files" seam).
+// device plugin run unchanged against it (the host files seam).
 //
 // PlanHostRoot is pure: it computes every entry (path, type, mode, device
 // numbers, content) from a Machine, so tests check the layout without I/O.

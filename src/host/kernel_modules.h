@@ -3,7 +3,7 @@
 // version, who holds it, and to unload it with rmmod's semantics (a module in
 // use is refused, never forced).
 //
-// A seam (DESIGN.md §2): SystemKernelModules is the real kernel (/proc/modules,
+// A seam between gpuop and the machine: SystemKernelModules is the real kernel (/proc/modules,
 // /sys/module/nvidia/version, delete_module(2)); a simulated node's kernel
 // (sim/nvml/sim_kernel.h) implements the same interface over the simulator's
 // GPU state. The command line picks one, as it picks the NVML library; the

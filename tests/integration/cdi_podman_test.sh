@@ -11,9 +11,9 @@
 # root), and one container runs to completion. A bogus device name must fail
 # init. Finally the hooks run by hand against a temporary bundle.
 #
-# podman is configured by flags only (DESIGN.md §4): a private store under the
-# test's temp dir (vfs driver), cgroupfs, file events, runc, no network, and
-# ulimits the sandbox lets the runtime set. podman 4.3 reads specs only from
+# podman is configured by flags only (nothing on the machine changes): a
+# private store under the test's temp dir (vfs driver), cgroupfs, file events,
+# runc, no network, and ulimits the sandbox lets the runtime set. podman 4.3 reads specs only from
 # /etc/cdi and /var/run/cdi, so the spec goes there and is removed on exit.
 # Needs root, podman and busybox-static: in CI (CI=true) their absence fails,
 # elsewhere the test skips. Usage: cdi_podman_test.sh BUILD_DIR
