@@ -16,6 +16,7 @@
 # the test says so and skips. Every wait is on a condition with a deadline.
 # Usage: exporter_test.sh BUILD_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # wait_for, free_port
 
 build_dir=${1:?usage: exporter_test.sh BUILD_DIR}
 gpuop="$(cd "$build_dir" && pwd)/bin/gpuop"
@@ -48,16 +49,6 @@ die() {
   tail -20 "$log" >&2 || true
   exit 1
 }
-# wait_for SECONDS CMD...: runs CMD until it succeeds or the deadline passes.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 export GPUOP_NVML_LIB="$sim" GPUOP_SIM_MACHINE=dgx-h100 GPUOP_SIM_STATE="$tmp/state" \
   GPUOP_SIM_SEED=exporter-test NODE_NAME=node-1

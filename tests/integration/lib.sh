@@ -24,6 +24,21 @@ wait_emulator() {
   return 1
 }
 
+# wait_for SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds;
+# returns 1 once SECONDS have passed. (Scripts with their own wait_for
+# define it after sourcing this file.)
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# free_port: a TCP port that is free on 127.0.0.1 now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # fail WHAT: a failed check, counted; the script goes on, and
 # report_failures (in its exit trap) lists every one again at the end, where
 # a long log is read. Scripts exit 1 when failures > 0.

@@ -13,6 +13,7 @@
 #   - a GPU NVML may not open is skipped with a warning, the others served.
 # Usage: nvml_fidelity_test.sh BUILD_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # wait_for, free_port
 
 build_dir=${1:?usage: nvml_fidelity_test.sh BUILD_DIR}
 gpuop="$(cd "$build_dir" && pwd)/bin/gpuop"
@@ -36,22 +37,12 @@ die() {
   done
   exit 1
 }
-# wait_for SECONDS COMMAND...: polls COMMAND until it succeeds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
 run() {
   set +e
   "$gpuop" "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   set -e
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 export GPUOP_NVML_LIB="$sim" GPUOP_SIM_MACHINE=dgx-h100 GPUOP_SIM_STATE="$tmp/state" \
   GPUOP_SIM_SEED=nvml-fidelity NODE_NAME=node-1
