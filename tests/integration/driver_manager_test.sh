@@ -153,7 +153,8 @@ nvml_out=$("$gpuop" nvml list 2>&1 || true)
 [[ $(label device-plugin) == true && $(label dcgm-exporter) == true ]] || die "labels not restored"
 [[ -z $(k get node "$node" -o 'jsonpath={.spec.unschedulable}') ]] || die "node left cordoned"
 wait_for "the DriverUnloaded Event" bash -c "$(declare -f k events); events | grep -q '^GPUDriverManagerDriverUnloaded'"
-events | grep -q '^GPUDriverManagerGPUPodsEvicted.*ml/train-0' || die "no GPUPodsEvicted Event naming ml/train-0"
+# Events are sent by a background sender: wait for each, not only the last.
+wait_for "a GPUPodsEvicted Event naming ml/train-0" bash -c "$(declare -f k events); events | grep -q '^GPUDriverManagerGPUPodsEvicted.*ml/train-0'"
 echo "ok: operands paused and gone, GPU pod evicted, driver unloaded, labels restored"
 
 # 3. Nothing loaded: nothing to do.
