@@ -66,3 +66,6 @@ scripts/bench_exporter.sh "$build"
 
 echo "== gpuop mig apply (whole process, simulated dgx-h100: wall time and NVML MIG calls per GPU)"
 scripts/bench_mig.sh "$build"
+
+echo "== footprint: RSS, PSS and private memory of every long-running component"
+scripts/bench_footprint.sh "$build"
