@@ -234,7 +234,6 @@ scrapes=$(curl -sf "$url" | awk '/^gpuop_exporter_scrapes_total / {print $2}')
 measure "$pid" exporter "8 GPUs × 7 MIG, after ${scrapes%.*} scrapes" 15
 stop "$pid" "$kubelet"
 
-
 # --- device plugin, with its DaemonSet's environment, against the sim kubelet.
 kubelet_has() { # RESOURCE COUNT: the sim kubelet got a list of COUNT RESOURCE devices
   awk -v r="\"resource\":\"$1\"" -v c="\"count\":$2," \
