@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ninja-build
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
-  libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl libcurl4-openssl-dev
+  libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   podman containerd busybox-static

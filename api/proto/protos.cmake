@@ -4,7 +4,7 @@
 # so code includes "deviceplugin/v1beta1/api.grpc.pb.h". The generated code is
 # not ours: it is compiled without warnings and its include dir is SYSTEM, so
 # -Werror never trips on it.
-# Needs (top-level CMakeLists.txt): PkgConfig::GRPCPP, GPUOP_PROTOC, GPUOP_GRPC_CPP_PLUGIN.
+# Needs (top-level CMakeLists.txt): gpuop_dep_grpc, GPUOP_PROTOC, GPUOP_GRPC_CPP_PLUGIN.
 
 set(GPUOP_PROTO_ROOT ${CMAKE_SOURCE_DIR}/api/proto)
 set(GPUOP_PROTO_OUT ${CMAKE_BINARY_DIR}/generated/proto)
@@ -36,7 +36,7 @@ function(gpuop_proto_library target)
   add_library(${target} STATIC ${srcs})
   target_compile_options(${target} PRIVATE -w)
   target_include_directories(${target} SYSTEM PUBLIC ${GPUOP_PROTO_OUT})
-  target_link_libraries(${target} PUBLIC PkgConfig::GRPCPP)
+  target_link_libraries(${target} PUBLIC gpuop_dep_grpc)
 endfunction()
 
 gpuop_proto_library(gpuop_kubelet_proto deviceplugin/v1beta1/api.proto podresources/v1/api.proto

@@ -44,6 +44,13 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
+// Adds a binary's subcommands to its application.
+using RegisterCommands = std::function<void(CLI::App& app, const GlobalOptions& g, Action* action)>;
+// Parses the command line (the global options, then what `register_commands`
+// added), sets up logging and runs the chosen subcommand; returns the exit code.
+int RunCommandLine(int argc, char** argv, const std::string& description,
+                   const RegisterCommands& register_commands);
+
 void RegisterVersionCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterNvmlCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 void RegisterSimCommand(CLI::App& app, const GlobalOptions& g, Action* action);
@@ -56,7 +63,8 @@ void RegisterRuntimeCommand(CLI::App& app, const GlobalOptions& g, Action* actio
 // `gpuop sim gpu ...` and `gpuop sim host-root`, added under the `sim` subcommand.
 void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 void RegisterSimHostRootCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
-// `gpuop sim apiserver`: the Kubernetes API emulator (not for production).
+// `gpuop sim apiserver`: the Kubernetes API emulator (not for production). In
+// gpuop-sim only, as is `sim cluster`: gpuop hands both over to it.
 void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions& g, Action* action);
 
 // `gpuop operator`: the ClusterPolicy controller (operator/operator.h).

@@ -1,4 +1,4 @@
-// Client: the Kubernetes REST API over HTTPS (libcurl), with JSON bodies.
+// Client: the Kubernetes REST API over HTTP(S) (http_transport), with JSON bodies.
 //
 // Every verb gpuop uses: get, list (selectors, pagination), create, update,
 // update-status, delete (propagation, preconditions), patch (merge, JSON,

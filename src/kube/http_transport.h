@@ -1,16 +1,19 @@
-// HttpTransport: one HTTP(S) exchange at a time per call, over libcurl, for
-// the Kubernetes client (client.cc). Private to src/kube.
+// HttpTransport: one HTTP(S) exchange at a time per call, for the Kubernetes
+// client (client.cc). Private to src/kube.
 //
-// It owns what connections need: the TLS trust and client credentials (PEM
-// in memory, never written to disk), a pool of curl easy handles (each keeps
-// its connections alive between requests, so requests reuse them), and a
-// curl share of DNS answers and TLS sessions across handles, guarded by lock
-// callbacks. HTTP/2 is negotiated by ALPN on TLS, HTTP/1.1 otherwise; TCP
-// keepalive finds dead peers of long watches.
+// HTTP/1.1 over POSIX sockets, TLS by OpenSSL (libssl is mapped by every
+// gpuop process anyway, for gRPC). It owns what connections need: the TLS
+// trust and client credentials (PEM in memory, never written to disk) and a
+// pool of kept-alive connections that later requests reuse. Lists come
+// gzip-compressed when the server offers it; TCP keepalive finds dead peers
+// of long watches. (It replaced libcurl, whose dependency tree cost every
+// gpuop process about 5 MiB of resident memory; see docs/performance.md.)
 //
 // It does not retry, rate-limit or interpret bodies: the client does. Every
 // failure comes back in the HttpResponse as a value, classified so the caller
-// can tell whether the request can have reached the server.
+// can tell whether the request can have reached the server. The one retry it
+// makes itself: a request on a kept-alive connection that the server had
+// closed gets one new connection.
 //
 // Thread-safety: Perform and Stream may be called from any thread at once.
 #pragma once
@@ -33,8 +36,8 @@ struct TransportOptions {
   std::string client_cert_pem;
   std::string client_key_pem;
   std::string user_agent;
-  // Easy handles kept idle for reuse (each with its live connections).
-  size_t max_idle_handles = 16;
+  // Connections kept open for reuse.
+  size_t max_idle_connections = 16;
 };
 
 // What went wrong below HTTP.
@@ -67,7 +70,7 @@ struct HttpResponse {
   std::string body;
   std::optional<int> retry_after_seconds;  // from a Retry-After header
   TransportError error = TransportError::kNone;
-  std::string error_message;  // curl's words, for messages
+  std::string error_message;  // what went wrong, for messages
   // False when no byte of the request left this process: repeating it is
   // safe whatever the verb.
   bool request_sent = false;
@@ -77,7 +80,7 @@ struct HttpResponse {
 
 class HttpTransport {
  public:
-  // Initialises libcurl (once per process) and the shared caches.
+  // Loads the TLS material; a problem with it fails each TLS request.
   static Result<std::unique_ptr<HttpTransport>> New(TransportOptions options);
   ~HttpTransport();
   HttpTransport(const HttpTransport&) = delete;
