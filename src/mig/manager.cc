@@ -384,7 +384,8 @@ Status Manager::Run(std::stop_token stop) {
     if (!wanted) continue;
     auto text = ReadFile(options_.config_file);
     const std::string config = text.ok() ? *text : "";
-    const bool busy_due = busy_retry_at && std::chrono::steady_clock::now() >= *busy_retry_at;
+    const bool busy_due = std::chrono::steady_clock::now() >=
+                          busy_retry_at.value_or(std::chrono::steady_clock::time_point::max());
     if (!forced && !busy_due && done_name == wanted && done_config == config) continue;
     ReconcileOutcome out = Reconcile(*wanted, stop);
     busy_retry_at.reset();
