@@ -10,6 +10,8 @@
 //     update, patch (merge, JSON, strategic merge, apply), delete and
 //     deletecollection; Table output for `kubectl get`; custom resources of
 //     every CustomResourceDefinition created (the CRD gets Established at once);
+//     lists over 128 KiB gzip-compressed when the client accepts gzip (never
+//     brotli), like kube-apiserver;
 //   - discovery (/version, /api, /apis, ..., and aggregated discovery) and
 //     /openapi/v3 (openapi.h); /healthz, /livez, /readyz;
 //   - control endpoints for tests, outside the Kubernetes API:

@@ -132,6 +132,11 @@ size_t ApproxJsonSize(const json& v) {
   }
 }
 
+// Compact JSON as the HTTP layer writes it: invalid UTF-8 is replaced, not thrown.
+std::string DumpJson(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Simplified pod QoS class: BestEffort without requests/limits, Guaranteed
 // when every container's cpu and memory limits are set and equal the requests.
 std::string PodQosClass(const json& pod) {
@@ -397,6 +402,13 @@ ApiResult<FieldSelector> ParseFields(const ResourceInfo& r, const std::string& t
 // Go's %v of a precondition pointer: the value, or "<nil>".
 std::string Precond(const std::optional<std::string>& v) { return v ? *v : "<nil>"; }
 
+json ListMetadata(const ListResult& l) {
+  json meta = {{"resourceVersion", l.resource_version}};
+  if (!l.continue_token.empty()) meta["continue"] = l.continue_token;
+  if (l.remaining_item_count) meta["remainingItemCount"] = *l.remaining_item_count;
+  return meta;
+}
+
 }  // namespace
 
 std::string FormatTimestamp(std::chrono::system_clock::time_point t) {
@@ -416,6 +428,23 @@ std::optional<uint64_t> ParseResourceVersion(std::string_view rv) {
     v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   return v;
+}
+
+// --- ObjectJson ---
+
+struct ObjectJson::Snapshot {
+  json value;
+  mutable std::once_flag once;
+  mutable std::string text;
+};
+
+const std::string& ObjectJson::text() const {
+  const Snapshot& s = *snapshot_;
+  std::call_once(s.once, [&s] {
+    s.text = DumpJson(s.value);
+    s.text.shrink_to_fit();  // dump grows the string geometrically
+  });
+  return s.text;
 }
 
 // --- WatchEvent ---
@@ -440,13 +469,25 @@ json WatchEvent::ToJson() const {
   return {{"type", TypeName(type)}, {"object", object ? *object : json::object()}};
 }
 
+std::string WatchEvent::Dump() const {
+  if (!object_json) return DumpJson(ToJson());
+  // ToJson()'s keys in the order json writes them (sorted).
+  std::string out;
+  const std::string& object = object_json.text();
+  out.reserve(object.size() + 32);
+  out.append("{\"object\":").append(object).append(",\"type\":\"");
+  out.append(TypeName(type)).append("\"}");
+  return out;
+}
+
 // --- Watcher ---
 
 struct Watcher::Channel {
   struct Item {
     WatchEvent::Type type;
     Object obj;
-    Object prev;  // raw MODIFIED/DELETED: the object before the change
+    ObjectJson json;  // obj's, when known
+    Object prev;      // raw MODIFIED/DELETED: the object before the change
     uint64_t rv;
     bool final;  // already converted (initial events, bookmarks, errors)
   };
@@ -506,16 +547,23 @@ struct Watcher::Channel {
   // matching is ADDED).
   std::optional<WatchEvent> Convert(Item item) const {
     if (item.final || !Filtered()) {
-      return WatchEvent{item.type, std::move(item.obj), item.rv};
+      return WatchEvent{item.type, std::move(item.obj), item.rv, std::move(item.json)};
     }
     bool cur = item.type != WatchEvent::Type::kDeleted && Matches(*item.obj);
     bool old = item.prev != nullptr && Matches(*item.prev);
     if (item.type == WatchEvent::Type::kAdded) old = false;
-    if (cur && !old) return WatchEvent{WatchEvent::Type::kAdded, std::move(item.obj), item.rv};
-    if (cur && old) return WatchEvent{WatchEvent::Type::kModified, std::move(item.obj), item.rv};
+    if (cur && !old) {
+      return WatchEvent{WatchEvent::Type::kAdded, std::move(item.obj), item.rv,
+                        std::move(item.json)};
+    }
+    if (cur && old) {
+      return WatchEvent{WatchEvent::Type::kModified, std::move(item.obj), item.rv,
+                        std::move(item.json)};
+    }
     if (!cur && old) {
       if (item.type == WatchEvent::Type::kDeleted) {
-        return WatchEvent{WatchEvent::Type::kDeleted, std::move(item.obj), item.rv};
+        return WatchEvent{WatchEvent::Type::kDeleted, std::move(item.obj), item.rv,
+                          std::move(item.json)};
       }
       // The previous content with the event's resourceVersion.
       json gone = *item.prev;
@@ -564,15 +612,32 @@ void Watcher::Stop() { channel_->Close("stopped"); }
 // --- ListResult ---
 
 json ListResult::ToJson(const ResourceInfo& resource) const {
-  json meta = {{"resourceVersion", resource_version}};
-  if (!continue_token.empty()) meta["continue"] = continue_token;
-  if (remaining_item_count) meta["remainingItemCount"] = *remaining_item_count;
   json out = {{"kind", resource.list_kind},
               {"apiVersion", resource.ApiVersion()},
-              {"metadata", std::move(meta)},
+              {"metadata", ListMetadata(*this)},
               {"items", json::array()}};
   auto& arr = out["items"];
   for (const auto& o : items) arr.push_back(*o);
+  return out;
+}
+
+std::string ListResult::Dump(const ResourceInfo& resource) const {
+  size_t size = 256;
+  for (const auto& j : item_json) size += j ? j.text().size() + 1 : 0;
+  std::string out;
+  out.reserve(size);
+  // ToJson()'s keys in the order json writes them (sorted).
+  out.append("{\"apiVersion\":").append(DumpJson(resource.ApiVersion())).append(",\"items\":[");
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    if (i < item_json.size() && item_json[i]) {
+      out.append(item_json[i].text());
+    } else {
+      out.append(DumpJson(*items[i]));
+    }
+  }
+  out.append("],\"kind\":").append(DumpJson(resource.list_kind));
+  out.append(",\"metadata\":").append(DumpJson(ListMetadata(*this))).append("}");
   return out;
 }
 
@@ -710,10 +775,10 @@ void Store::BackgroundLoop(std::stop_token stop) {
 
 // --- Commit primitives (mu_ held exclusively) ---
 
-void Store::RecordEvent(WatchEvent::Type type, const Bucket& b, Object obj, Object prev) {
+void Store::RecordEvent(WatchEvent::Type type, const Bucket& b, const Entry& cur, Object prev) {
   const std::string q = QualifiedOf(b.info);
-  const std::string ns = MetaString(*obj, "namespace");
-  history_.push_back(HistoryEvent{type, q, ns, rv_, obj, prev});
+  const std::string ns = MetaString(*cur.obj, "namespace");
+  history_.push_back(HistoryEvent{type, q, ns, rv_, cur.obj, cur.json, prev});
   while (history_.size() > options_.history_size) {
     compacted_rv_ = std::max(compacted_rv_, history_.front().rv);
     history_.pop_front();
@@ -729,30 +794,40 @@ void Store::RecordEvent(WatchEvent::Type type, const Bucket& b, Object obj, Obje
       continue;
     }
     if (ch->InScope(ns) && rv_ > ch->min_rv) {
-      if (!ch->Push({type, obj, prev, rv_, false}, true)) ++closed_slow_;
+      if (!ch->Push({type, cur.obj, cur.json, prev, rv_, false}, true)) ++closed_slow_;
     }
     ++i;
   }
 }
 
+Store::Entry Store::Freeze(json obj, uint64_t rv) {
+  auto s = std::make_shared<ObjectJson::Snapshot>();
+  s->value = std::move(obj);
+  const json* labels = nullptr;
+  if (auto m = s->value.find("metadata"); m != s->value.end() && m->is_object()) {
+    if (auto l = m->find("labels"); l != m->end()) labels = &*l;
+  }
+  // The object shares the snapshot's allocation and keeps it alive.
+  return Entry{Object(s, &s->value), ObjectJson(s), rv, 0, labels};
+}
+
 Object Store::CommitPut(Bucket& b, const std::string& key, json obj, bool is_create) {
   const uint64_t rv = NextRv();
   obj["metadata"]["resourceVersion"] = std::to_string(rv);
-  auto snapshot = std::make_shared<const json>(std::move(obj));
-  size_t bytes = ApproxJsonSize(*snapshot);
+  Entry e = Freeze(std::move(obj), rv);
+  e.bytes = ApproxJsonSize(*e.obj);
   Object prev;
   auto it = b.objects.find(key);
   if (it != b.objects.end()) {
     prev = it->second.obj;
     total_bytes_ -= it->second.bytes;
-    it->second = Entry{snapshot, rv, bytes};
+    it->second = e;
   } else {
-    b.objects.emplace(key, Entry{snapshot, rv, bytes});
+    b.objects.emplace(key, e);
   }
-  total_bytes_ += bytes;
-  RecordEvent(is_create ? WatchEvent::Type::kAdded : WatchEvent::Type::kModified, b, snapshot,
-              prev);
-  return snapshot;
+  total_bytes_ += e.bytes;
+  RecordEvent(is_create ? WatchEvent::Type::kAdded : WatchEvent::Type::kModified, b, e, prev);
+  return e.obj;
 }
 
 Object Store::CommitRemove(Bucket& b, const std::string& key) {
@@ -764,9 +839,9 @@ Object Store::CommitRemove(Bucket& b, const std::string& key) {
   const uint64_t rv = NextRv();
   json gone = *prev;
   gone["metadata"]["resourceVersion"] = std::to_string(rv);
-  auto snapshot = std::make_shared<const json>(std::move(gone));
-  RecordEvent(WatchEvent::Type::kDeleted, b, snapshot, prev);
-  return snapshot;
+  Entry e = Freeze(std::move(gone), rv);
+  RecordEvent(WatchEvent::Type::kDeleted, b, e, prev);
+  return e.obj;
 }
 
 // --- Create ---
@@ -932,6 +1007,13 @@ ApiResult<ListResult> Store::List(const ResourceInfo& r, std::string_view ns,
   out.resource_version = std::to_string(list_rv);
   const Bucket* b = FindBucket(r);
   if (b == nullptr) return out;
+  if (!filtered && prefix.empty()) {
+    // At most the whole bucket (or a page): the vectors grow once.
+    size_t n = b->objects.size();
+    if (options.limit > 0) n = std::min(n, static_cast<size_t>(options.limit));
+    out.items.reserve(n);
+    out.item_json.reserve(n);
+  }
 
   std::string start = prefix;
   if (cont && cont->start > start) start = cont->start;
@@ -945,7 +1027,11 @@ ApiResult<ListResult> Store::List(const ResourceInfo& r, std::string_view ns,
   for (; it != b->objects.end() && in_range(it->first); ++it) {
     const json& o = *it->second.obj;
     if (only && MetaString(o, "name") != *only) continue;
-    if (filtered && !(labels.MatchesObject(o) && fields.Matches(o))) continue;
+    if (filtered) {
+      static const json kNoLabels;
+      const json& l = it->second.labels ? *it->second.labels : kNoLabels;
+      if (!(labels.Matches(l) && fields.Matches(o))) continue;
+    }
     if (options.limit > 0 && static_cast<int64_t>(out.items.size()) == options.limit) {
       // Another match exists: hand out a continue token.
       out.continue_token = EncodeContinue(list_rv, last_key);
@@ -959,6 +1045,7 @@ ApiResult<ListResult> Store::List(const ResourceInfo& r, std::string_view ns,
       break;
     }
     out.items.push_back(it->second.obj);
+    out.item_json.push_back(it->second.json);
     last_key = it->first;
   }
   return out;
@@ -1598,7 +1685,9 @@ ApiResult<std::unique_ptr<Watcher>> Store::Watch(const ResourceInfo& r, std::str
            ++it) {
         const json& o = *it->second.obj;
         if (ch->Filtered() && !ch->Matches(o)) continue;
-        ch->Push({WatchEvent::Type::kAdded, it->second.obj, nullptr, it->second.rv, true}, false);
+        ch->Push({WatchEvent::Type::kAdded, it->second.obj, it->second.json, nullptr, it->second.rv,
+                  true},
+                 false);
       }
     }
     if (options.send_initial_events.value_or(false) && options.allow_bookmarks) {
@@ -1607,8 +1696,8 @@ ApiResult<std::unique_ptr<Watcher>> Store::Watch(const ResourceInfo& r, std::str
                  {"metadata",
                   {{"resourceVersion", std::to_string(rv_)},
                    {"annotations", {{std::string(kInitialEventsEnd), "true"}}}}}};
-      ch->Push({WatchEvent::Type::kBookmark, std::make_shared<const json>(std::move(bm)), nullptr,
-                rv_, true},
+      ch->Push({WatchEvent::Type::kBookmark, std::make_shared<const json>(std::move(bm)),
+                ObjectJson(), nullptr, rv_, true},
                false);
     }
   } else {
@@ -1618,7 +1707,7 @@ ApiResult<std::unique_ptr<Watcher>> Store::Watch(const ResourceInfo& r, std::str
       ApiError gone = ResourceExpiredError("too old resource version: " + std::to_string(*from) +
                                            " (" + std::to_string(compacted_rv_) + ")");
       ch->Push({WatchEvent::Type::kError, std::make_shared<const json>(gone.ToStatusJson()),
-                nullptr, 0, true},
+                ObjectJson(), nullptr, 0, true},
                false);
       ch->Close("expired");
       return std::unique_ptr<Watcher>(new Watcher(std::move(ch)));
@@ -1626,7 +1715,7 @@ ApiResult<std::unique_ptr<Watcher>> Store::Watch(const ResourceInfo& r, std::str
     ch->min_rv = *from;
     for (const auto& ev : history_) {
       if (ev.rv <= *from || ev.bucket != ch->bucket || !ch->InScope(ev.ns)) continue;
-      ch->Push({ev.type, ev.obj, ev.prev, ev.rv, false}, false);
+      ch->Push({ev.type, ev.obj, ev.json, ev.prev, ev.rv, false}, false);
     }
     ch->min_rv = std::max(*from, rv_);
   }
@@ -1643,8 +1732,8 @@ void Store::SendBookmarks() {
       json bm = {{"kind", ch->kind},
                  {"apiVersion", ch->api_version},
                  {"metadata", {{"resourceVersion", rv}}}};
-      ch->Push({WatchEvent::Type::kBookmark, std::make_shared<const json>(std::move(bm)), nullptr,
-                rv_, true},
+      ch->Push({WatchEvent::Type::kBookmark, std::make_shared<const json>(std::move(bm)),
+                ObjectJson(), nullptr, rv_, true},
                false);
     }
   }

@@ -7,8 +7,11 @@
 //
 // Objects are nlohmann::json, stored as immutable snapshots
 // (std::shared_ptr<const json>): reads hand out the snapshot, writes replace
-// it. Every write gets the next global resourceVersion and is appended to an
-// event history ring shared by all resources.
+// it. Each snapshot's compact JSON is made once, when first needed, and kept
+// beside it (ObjectJson), so lists and watch events are written by
+// concatenating those bytes instead of dumping the trees per request. Every
+// write gets the next global resourceVersion and is appended to an event
+// history ring shared by all resources.
 //
 // Thread-safety: every public method may be called from any thread
 // concurrently. Reads take a shared lock; a write prepares the new object
@@ -57,6 +60,24 @@
 namespace gpuop::simkube {
 
 using Object = std::shared_ptr<const nlohmann::json>;
+// A committed object's compact JSON text: what dump() gives, invalid UTF-8
+// replaced. Made on first use, on the reader's thread (outside the store
+// lock), then shared by every list and watch event that writes the object.
+// Empty for objects the store did not commit (dry runs, synthesised events):
+// those are dumped where they are written. Thread-safe.
+class ObjectJson {
+ public:
+  ObjectJson() = default;
+  explicit operator bool() const { return snapshot_ != nullptr; }
+  // REQUIRES: not empty.
+  const std::string& text() const;
+
+ private:
+  friend class Store;
+  struct Snapshot;  // the object and its text, in one allocation
+  explicit ObjectJson(std::shared_ptr<const Snapshot> s) : snapshot_(std::move(s)) {}
+  std::shared_ptr<const Snapshot> snapshot_;
+};
 
 enum class PatchType {
   kMerge,           // application/merge-patch+json (RFC 7386), done here
@@ -161,9 +182,12 @@ struct ListResult {
   std::string continue_token;                   // "" on the last page
   std::optional<int64_t> remaining_item_count;  // set when paginating without selectors
   std::vector<Object> items;                    // sorted by namespace/name
+  std::vector<ObjectJson> item_json;            // item_json[i]: items[i]'s JSON, when known
 
   // {"kind":"NodeList","apiVersion":"v1","metadata":{...},"items":[...]}
   nlohmann::json ToJson(const ResourceInfo& resource) const;
+  // ToJson(resource).dump(), built from item_json without dumping the items.
+  std::string Dump(const ResourceInfo& resource) const;
 };
 
 struct WatchOptions {
@@ -185,10 +209,13 @@ struct WatchEvent {
   Type type = Type::kAdded;
   Object object;  // the object; the Status for kError
   uint64_t resource_version = 0;
+  ObjectJson object_json;  // object's JSON, when known
 
   static std::string_view TypeName(Type t);  // "ADDED", ...
   // {"type":"ADDED","object":{...}}
   nlohmann::json ToJson() const;
+  // ToJson().dump(), built from object_json when set.
+  std::string Dump() const;
 };
 
 class Store;
@@ -276,8 +303,11 @@ class Store {
  private:
   struct Entry {
     Object obj;
+    ObjectJson json;  // obj's
     uint64_t rv = 0;
     size_t bytes = 0;
+    // obj's metadata.labels (null: none), so selectors skip two map lookups.
+    const nlohmann::json* labels = nullptr;
   };
   struct Bucket {
     ResourceInfo info;
@@ -289,6 +319,7 @@ class Store {
     std::string ns;
     uint64_t rv;
     Object obj;
+    ObjectJson json;
     Object prev;
   };
   using Mutator = std::function<ApiResult<nlohmann::json>(const Object& current)>;
@@ -311,10 +342,12 @@ class Store {
                                      bool create_if_missing = false);
   ApiResult<nlohmann::json> PrepareUpdate(const ResourceInfo& r, const nlohmann::json& old,
                                           nlohmann::json obj, const std::string& subresource);
+  // The snapshot of obj to commit at rv, with its (lazy) JSON; bytes unset.
+  static Entry Freeze(nlohmann::json obj, uint64_t rv);
   // Commit primitives. REQUIRES: mu_ held exclusively.
   Object CommitPut(Bucket& b, const std::string& key, nlohmann::json obj, bool is_create);
   Object CommitRemove(Bucket& b, const std::string& key);
-  void RecordEvent(WatchEvent::Type type, const Bucket& b, Object obj, Object prev);
+  void RecordEvent(WatchEvent::Type type, const Bucket& b, const Entry& cur, Object prev);
   uint64_t NextRv() { return ++rv_; }
   // Deletes under mu_ (GC and namespace cleanup). REQUIRES: mu_ held exclusively.
   bool DeleteLocked(Bucket& b, const std::string& key, PropagationPolicy policy);
