@@ -8,7 +8,8 @@ product label of an H100) and the Helm-default ClusterPolicy, then starts
   - the time until every node carries its labels and every DaemonSet exists
     (polled through the operator's own metrics and the emulator);
   - the API requests the operator made to get there, by verb (audit log);
-  - the operator's peak RSS (VmHWM).
+  - the operator's peak RSS (VmHWM), and its RSS, PSS and private memory 5 s
+    after converging (smaps_rollup).
 
 Usage: scripts/bench_operator.py [BUILD_DIR] [NODES...]   (default: build 1000 5000)
 """
@@ -119,6 +120,13 @@ def run(build, nodes):
                         break
             with open(f"/proc/{operator.pid}/status") as f:
                 hwm = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
+            # What the operator keeps once the burst is over (the peak above
+            # includes the work in flight).
+            time.sleep(5)
+            with open(f"/proc/{operator.pid}/smaps_rollup") as f:
+                rollup = f.read()
+            settled = {k: int(re.search(rf"^{k}:\s+(\d+)", rollup, re.M).group(1))
+                       for k in ("Rss", "Pss", "Private_Clean", "Private_Dirty")}
             verbs = {}
             with open(audit) as f:
                 f.seek(audit_start)
@@ -128,7 +136,11 @@ def run(build, nodes):
             writes = sum(v for k, v in verbs.items() if k in ("create", "update", "patch", "delete"))
             print(json.dumps({"nodes": nodes, "converged_s": round(done, 2) if done else None,
                               "requests": verbs, "writes": writes,
-                              "operator_hwm_mib": round(hwm / 1024, 1)}))
+                              "operator_hwm_mib": round(hwm / 1024, 1),
+                              "settled_rss_mib": round(settled["Rss"] / 1024, 1),
+                              "settled_pss_mib": round(settled["Pss"] / 1024, 1),
+                              "settled_private_mib": round(
+                                  (settled["Private_Clean"] + settled["Private_Dirty"]) / 1024, 1)}))
         finally:
             if operator:
                 operator.terminate()

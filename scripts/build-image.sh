@@ -20,8 +20,13 @@ mkdir -p "$stage/rootfs/usr/bin" "$stage/rootfs/tmp" "$stage/rootfs/etc"
 chmod 1777 "$stage/rootfs/tmp"
 # Debug info is for debuggers, not for nodes.
 strip --strip-debug -o "$stage/rootfs/usr/bin/gpuop" "$bin"
-# Every library the binary needs, at the path the dynamic loader found it.
-ldd "$bin" | awk '/=> \//{print $3} /^\s*\/[^ ]*ld-linux/{print $1}' | sort -u | while read -r lib; do
+# Every library the binary needs, at the path the dynamic loader found it;
+# and those of the simulator's NVML and CUDA libraries (libyaml-cpp), which a
+# simulated node's containers load from its driver root as they would load
+# the real driver's (which needs glibc alone). gpuop itself links its
+# third-party libraries statically (docs/development.md).
+sim_libs=$(ls "$build"/lib/lib*-sim.so 2>/dev/null || true)
+ldd "$bin" $sim_libs | awk '/=> \//{print $3} /^\s*\/[^ ]*ld-linux/{print $1}' | sort -u | while read -r lib; do
   mkdir -p "$stage/rootfs$(dirname "$lib")"
   cp -L "$lib" "$stage/rootfs$lib"
 done

@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -93,6 +94,7 @@ bool AcceptsGzip(const httplib::Request& req) {
   }
   return false;
 }
+
 
 // Splits the path after /api/v1 or /apis/<g>/<v> into namespace, resource,
 // name and subresource. False when the path has too many segments.
@@ -215,6 +217,23 @@ Result<PatchType> PatchTypeFor(std::string_view content_type) {
 }
 
 }  // namespace
+
+std::optional<std::string> GzipLevel1(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return std::nullopt;
+  }
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return std::nullopt;
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 
@@ -408,16 +427,8 @@ struct ApiServer::Impl {
     res.status = code;
     auto text = std::make_shared<std::string>(std::move(body));
     if (text->size() > kGzipThresholdBytes && AcceptsGzip(req)) {
-      // httplib's zlib compressor: zlib's default level (6); the real server uses 1.
-      httplib::detail::gzip_compressor gzip;
-      std::string packed;
-      bool ok = gzip.compress(text->data(), text->size(), /*last=*/true,
-                              [&packed](const char* data, size_t n) {
-                                packed.append(data, n);
-                                return true;
-                              });
-      if (ok) {
-        *text = std::move(packed);
+      if (std::optional<std::string> packed = GzipLevel1(*text)) {
+        *text = std::move(*packed);
         res.set_header("Content-Encoding", "gzip");
         res.set_header("Vary", "Accept-Encoding");
       }

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -109,5 +110,10 @@ class ApiServer {
   explicit ApiServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// `text` gzip-compressed at level 1, kube-apiserver's level (a 13 MB list:
+// ~30 ms, where zlib's default level 6 takes twice that for 15% less);
+// nullopt if zlib fails.
+std::optional<std::string> GzipLevel1(const std::string& text);
 
 }  // namespace gpuop::simkube

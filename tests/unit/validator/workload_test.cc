@@ -5,8 +5,8 @@
 // waits for. The node-status exporter is scraped over HTTP.
 #include "validator/workload.h"
 
-#include <curl/curl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <future>
 #include <stop_token>
@@ -349,23 +349,12 @@ TEST(ValidatorPodOutcomeTest, ReadsPhasesAndTerminations) {
   EXPECT_NE(waiting.message.find("ImagePullBackOff"), std::string::npos);
 }
 
-size_t Append(char* p, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, size * n);
-  return size * n;
-}
-
 std::string Scrape(int port) {
-  std::string body;
-  CURL* c = curl_easy_init();
-  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_cleanup(c);
-  EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc);
-  return body;
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto res = http.Get("/metrics");
+  EXPECT_TRUE(res) << httplib::to_string(res.error());
+  return res ? res->body : "";
 }
 
 TEST_F(ValidatorApiTest, NodeStatusExporterServesNvidiasGauges) {
