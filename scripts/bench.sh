@@ -69,3 +69,9 @@ scripts/bench_mig.sh "$build"
 
 echo "== footprint: RSS, PSS and private memory of every long-running component"
 scripts/bench_footprint.sh "$build"
+
+echo "== informer: list + watch of 5,000 nodes from the API emulator (goals: < 2 s, < 30 MiB)"
+scripts/bench_informer.sh "$build"
+
+echo "== operator: 1,000 and 5,000 GPU nodes joining at once (goal: < 30 MiB at 5,000)"
+python3 scripts/bench_operator.py "$build" 1000 5000
