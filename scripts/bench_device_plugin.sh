@@ -10,14 +10,8 @@ set -euo pipefail
 build=$(cd "${1:?usage: bench_device_plugin.sh BUILD_DIR}" && pwd)
 gpuop="$build/bin/gpuop"
 export GPUOP_NVML_LIB="$build/lib/libnvml-sim.so" GPUOP_SIM_MACHINE=dgx-h100
-work=$(mktemp -d /tmp/dpb.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+with_workdir dpb
 
 # run LABEL RESOURCE COUNT [plugin flags...]
 run() {

@@ -33,15 +33,8 @@ done
 export GPUOP_NVML_LIB="$build/lib/libnvml-sim.so" GPUOP_SIM_MACHINE=dgx-h100
 unset GPUOP_SIM_STATE GPUOP_HOST_ROOT DCGM_EXPORTER_LISTEN DCGM_EXPORTER_INTERVAL NODE_NAME
 
-work=$(mktemp -d /tmp/fpb.XXXXXX) # short: unix socket paths stay under 108 bytes
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+with_workdir fpb
 k() { kubectl --request-timeout=20s "$@"; }
 
 # private_copy DIR: gpuop (and gpuop-sim, which runs `gpuop sim apiserver`,

@@ -28,15 +28,8 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 export GPUOP_NVML_LIB="$build/lib/libnvml-sim.so" GPUOP_SIM_MACHINE=dgx-h100 NODE_NAME=node-1
 unset DCGM_EXPORTER_KUBERNETES DCGM_EXPORTER_COLLECTORS DCGM_EXPORTER_LISTEN DCGM_EXPORTER_INTERVAL
 
-work=$(mktemp -d /tmp/httpidle.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+with_workdir httpidle
 wait_url() { # URL: until it answers 200 (30 s at most)
   for _ in $(seq 300); do curl -sf "$1" -o /dev/null && return 0; sleep 0.1; done
   echo "bench_http_idle: $1 never answered" >&2

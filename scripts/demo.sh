@@ -7,14 +7,8 @@
 set -euo pipefail
 build=${1:-build}
 gpuop="$(cd "$build" && pwd)/bin/gpuop"
-work=$(mktemp -d /tmp/gpuop-demo.XXXXXX)  # short: unix socket paths stay under 108 bytes
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+with_workdir gpuop-demo
 
 export GPUOP_NVML_LIB="$(cd "$build" && pwd)/lib/libnvml-sim.so"
 export GPUOP_SIM_MACHINE=${GPUOP_SIM_MACHINE:-dgx-h100}

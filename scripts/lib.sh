@@ -1,0 +1,18 @@
+# Shared by the scripts here: source "$(dirname "${BASH_SOURCE[0]}")/lib.sh".
+
+# with_workdir PREFIX: $work is a new directory under /tmp (a short path:
+# unix socket paths under it stay under 108 bytes); at exit every process
+# whose pid is in $pids is stopped and waited for, and $work removed.
+with_workdir() {
+  work=$(mktemp -d "/tmp/$1.XXXXXX")
+  pids=()
+  trap cleanup_workdir EXIT
+}
+cleanup_workdir() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+
+# free_port: a TCP port that is free on 127.0.0.1 now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
