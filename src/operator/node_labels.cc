@@ -1,6 +1,9 @@
 #include "operator/node_labels.h"
 
+#include <string_view>
+
 #include "base/strings.h"
+#include "kube/object.h"
 
 namespace gpuop::op {
 namespace {
@@ -121,6 +124,40 @@ nlohmann::json LabelPatch(const LabelChanges& changes) {
     labels[key] = value ? nlohmann::json(*value) : nlohmann::json(nullptr);
   }
   return {{"metadata", {{"labels", labels}}}};
+}
+
+void FlattenNodeLabels(nlohmann::json& node) {
+  auto meta = node.find("metadata");
+  if (meta == node.end() || !meta->is_object()) return;
+  auto labels = meta->find("labels");
+  if (labels == meta->end()) return;
+  std::string flat;
+  if (labels->is_object()) {
+    for (const auto& [key, value] : labels->items()) {
+      if (value.is_string()) flat += key + "=" + value.get<std::string>() + "\n";
+    }
+  }
+  meta->erase(labels);
+  (*meta)[kFlatLabelsField] = std::move(flat);
+}
+
+Labels NodeLabels(const nlohmann::json& node) {
+  auto meta = node.find("metadata");
+  if (meta == node.end() || !meta->is_object()) return {};
+  auto flat = meta->find(kFlatLabelsField);
+  if (flat == meta->end() || !flat->is_string()) return kube::Labels(node);
+  Labels labels;
+  const std::string& text = flat->get_ref<const std::string&>();
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    if (size_t eq = line.find('='); eq != std::string_view::npos) {
+      labels.emplace(line.substr(0, eq), line.substr(eq + 1));
+    }
+    start = end + 1;
+  }
+  return labels;
 }
 
 }  // namespace gpuop::op

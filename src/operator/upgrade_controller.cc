@@ -33,7 +33,7 @@ constexpr const char* kOwnAnnotations[] = {
 std::string UpgradeRelevantNodeState(const Json& node) {
   std::string s = kube::IsUnschedulable(node) ? "cordoned;" : "";
   s += kube::IsNodeReady(node) ? "ready;" : "notready;";
-  for (const auto& [k, v] : kube::Labels(node)) {
+  for (const auto& [k, v] : NodeLabels(node)) {
     if (StartsWith(k, "nvidia.com/gpu-driver-upgrade") || k == kGpuPresentLabel) {
       s += k + "=" + v + ";";
     }
@@ -155,7 +155,7 @@ kube::ReconcileResult UpgradeController::Reconcile() {
     up::NodeInput n;
     n.name = name;
     n.driver_pods = PodsOn(*driver_pods_, name);
-    n.labels = kube::Labels(*node);
+    n.labels = NodeLabels(*node);
     if (n.driver_pods.empty() && !n.labels.count(up::kStateLabel)) continue;
     n.annotations = kube::Annotations(*node);
     n.unschedulable = kube::IsUnschedulable(*node);

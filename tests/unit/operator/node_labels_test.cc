@@ -139,5 +139,26 @@ TEST(NodeLabelsTest, PatchShape) {
   EXPECT_EQ(LabelPatch(c).dump(), R"({"metadata":{"labels":{"a":"1","b":null}}})");
 }
 
+TEST(NodeLabelsTest, TheCacheKeepsLabelsAsOneStringAndReadsThemBack) {
+  nlohmann::json node = {{"metadata",
+                          {{"name", "gpu-1"},
+                           {"labels",
+                            {{"feature.node.kubernetes.io/pci-10de.present", "true"},
+                             {"nvidia.com/gpu.deploy.driver", "paused-for-mig-change"},
+                             {"empty", ""}}}}}};
+  const Labels before = NodeLabels(node);
+  ASSERT_EQ(before.size(), 3u);
+  FlattenNodeLabels(node);
+  EXPECT_FALSE(node["metadata"].contains("labels"));
+  EXPECT_EQ(node["metadata"][kFlatLabelsField],
+            "empty=\nfeature.node.kubernetes.io/pci-10de.present=true\n"
+            "nvidia.com/gpu.deploy.driver=paused-for-mig-change\n");
+  EXPECT_EQ(NodeLabels(node), before);
+
+  nlohmann::json bare = {{"metadata", {{"name", "cpu-1"}}}};
+  FlattenNodeLabels(bare);
+  EXPECT_TRUE(NodeLabels(bare).empty());
+}
+
 }  // namespace
 }  // namespace gpuop::op
