@@ -20,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/no_sigpipe.h"
 #include "base/strings.h"
 
 namespace gpuop::kube {
@@ -156,6 +157,8 @@ struct Connection {
       short want = POLLOUT;
       if (ssl != nullptr) {
         ERR_clear_error();
+        // OpenSSL writes with write(2): a peer that has gone would raise SIGPIPE.
+        ScopedNoSigpipe no_sigpipe;
         int rc = SSL_write_ex(ssl, data.data(), data.size(), &n);
         if (rc <= 0) {
           int e = SSL_get_error(ssl, rc);
@@ -195,6 +198,7 @@ struct Connection {
       if (ssl != nullptr) {
         ERR_clear_error();
         size_t n = 0;
+        ScopedNoSigpipe no_sigpipe;  // a read may write (a TLS 1.3 key update)
         int rc = SSL_read_ex(ssl, buf, sizeof buf, &n);
         if (rc > 0) {
           out.append(buf, n);
@@ -691,6 +695,7 @@ struct HttpTransport::State {
       SSL_set1_host(c.ssl, url.host.c_str());
     }
     for (;;) {
+      ScopedNoSigpipe no_sigpipe;
       int rc = SSL_connect(c.ssl);
       if (rc == 1) return true;
       int e = SSL_get_error(c.ssl, rc);
