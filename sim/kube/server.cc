@@ -294,7 +294,9 @@ struct ApiServer::Impl {
 
   ApiResult<Json> Apply(const Json& current, const Json& patch, const ResourceInfo& r,
                         const PatchOptions& o);
-  const Schema* SchemaFor(const ResourceInfo& r);
+  // The schema of `r`'s objects; it keeps alive what it points into (a CRD
+  // replaced meanwhile frees its compiled form when the last holder goes).
+  std::shared_ptr<const Schema> SchemaFor(const ResourceInfo& r);
   // Moves the fields a non-apply write changed to its field manager.
   void TrackFields(const ResourceInfo& r, Json& obj, const Json* old) {
     if (tls_write == nullptr || tls_write->apply || tls_write->field_manager.empty()) return;
@@ -303,7 +305,8 @@ struct ApiServer::Impl {
         (*old)["metadata"].contains("managedFields")) {
       obj["metadata"]["managedFields"] = (*old)["metadata"]["managedFields"];
     }
-    TrackUpdate(old, obj, SchemaFor(r), tls_write->field_manager, tls_write->subresource,
+    std::shared_ptr<const Schema> schema = SchemaFor(r);
+    TrackUpdate(old, obj, schema.get(), tls_write->field_manager, tls_write->subresource,
                 FormatTimestamp(std::chrono::system_clock::now()));
   }
 
@@ -587,19 +590,25 @@ ApiResult<Json> ApiServer::Impl::Apply(const Json& current, const Json& patch,
   ao.force = o.force;
   ao.subresource = o.subresource;
   ao.now = FormatTimestamp(std::chrono::system_clock::now());
-  return ServerSideApply(current.is_null() ? nullptr : &current, patch, SchemaFor(r), r, ao);
+  std::shared_ptr<const Schema> schema = SchemaFor(r);
+  return ServerSideApply(current.is_null() ? nullptr : &current, patch, schema.get(), r, ao);
 }
 
-const Schema* ApiServer::Impl::SchemaFor(const ResourceInfo& r) {
-  if (!r.custom) return schemas ? schemas->ForKind({r.group, r.version, r.kind}) : nullptr;
+std::shared_ptr<const Schema> ApiServer::Impl::SchemaFor(const ResourceInfo& r) {
+  if (!r.custom) {
+    if (!schemas) return nullptr;
+    const Schema* s = schemas->ForKind({r.group, r.version, r.kind});
+    return s ? std::shared_ptr<const Schema>(schemas, s) : nullptr;
+  }
   auto served = registry.Find(r.group, r.version, r.plural);
   if (!served) return nullptr;
   auto crd = CompiledFor(served->crd_name);
   if (!crd) return nullptr;
   const CrdVersion* v = crd->Version(r.version);
-  // The compiled CRD outlives this call: the registry entry holds the CRD
-  // snapshot and crds keeps the compiled form until the CRD is replaced.
-  return v ? v->schema : nullptr;
+  // Shares ownership of the compiled CRD: an update of the CRD on another
+  // thread (a Helm pre-upgrade hook) replaces it in `crds` while this
+  // request still walks its schema.
+  return v && v->schema ? std::shared_ptr<const Schema>(crd, v->schema) : nullptr;
 }
 
 bool ApiServer::Impl::HandleControl(const std::string& method, const httplib::Request& req,
