@@ -106,7 +106,7 @@ kube::ReconcileResult UpgradeController::Disable() {
   for (const kube::ObjectPtr& node : nodes_->List()) {
     Json labels = Json::object();
     Json annotations = Json::object();
-    if (kube::Label(*node, up::kStateLabel)) labels[up::kStateLabel] = nullptr;
+    if (NodeLabels(*node).count(up::kStateLabel)) labels[up::kStateLabel] = nullptr;
     for (const char* key : kOwnAnnotations) {
       // The requested annotation is a user's: it waits for autoUpgrade.
       if (key != up::kRequestedAnnotation && kube::Annotation(*node, key)) {
