@@ -35,6 +35,7 @@ std::string AuditLog::FormatLine(const AuditEntry& e, int64_t unix_ms) {
                    {"code", e.code},
                    {"user", e.user}};
   if (!e.subresource.empty()) j["subresource"] = e.subresource;
+  if (!e.path.empty()) j["path"] = e.path;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -27,6 +27,7 @@ struct AuditEntry {
   std::string name;
   std::string user;
   int code = 0;
+  std::string path;  // a non-resource request's path ("/version")
 };
 
 class AuditLog {

@@ -165,6 +165,38 @@ constexpr ProtoField kEvictionFields[] = {Msg(1, "metadata", &kObjectMeta),
                                           Msg(2, "deleteOptions", &kDeleteOptions)};
 constexpr ProtoMessage kEviction{"Eviction", kEvictionFields};
 
+// k8s.io/api/authentication/v1: serviceaccounts/token, as `kubectl create
+// token` posts it (status is the server's).
+constexpr ProtoField kBoundObjectReferenceFields[] = {Str(1, "kind"), Str(2, "apiVersion"),
+                                                      Str(3, "name"), Str(4, "uid")};
+constexpr ProtoMessage kBoundObjectReference{"BoundObjectReference", kBoundObjectReferenceFields};
+constexpr ProtoField kTokenRequestSpecFields[] = {
+    Strs(1, "audiences"), Msg(3, "boundObjectRef", &kBoundObjectReference),
+    Int64(4, "expirationSeconds", kIfSet)};
+constexpr ProtoMessage kTokenRequestSpec{"TokenRequestSpec", kTokenRequestSpecFields};
+constexpr ProtoField kTokenRequestFields[] = {Msg(1, "metadata", &kObjectMeta),
+                                              Msg(2, "spec", &kTokenRequestSpec)};
+constexpr ProtoMessage kTokenRequest{"TokenRequest", kTokenRequestFields};
+
+// k8s.io/api/authorization/v1: selfsubjectaccessreviews, as `kubectl auth
+// can-i` posts them.
+constexpr ProtoField kResourceAttributesFields[] = {
+    Str(1, "namespace"), Str(2, "verb"),        Str(3, "group"), Str(4, "version"),
+    Str(5, "resource"),  Str(6, "subresource"), Str(7, "name")};
+constexpr ProtoMessage kResourceAttributes{"ResourceAttributes", kResourceAttributesFields};
+constexpr ProtoField kNonResourceAttributesFields[] = {Str(1, "path"), Str(2, "verb")};
+constexpr ProtoMessage kNonResourceAttributes{"NonResourceAttributes",
+                                              kNonResourceAttributesFields};
+constexpr ProtoField kSelfSubjectAccessReviewSpecFields[] = {
+    Msg(1, "resourceAttributes", &kResourceAttributes),
+    Msg(2, "nonResourceAttributes", &kNonResourceAttributes)};
+constexpr ProtoMessage kSelfSubjectAccessReviewSpec{"SelfSubjectAccessReviewSpec",
+                                                    kSelfSubjectAccessReviewSpecFields};
+constexpr ProtoField kSelfSubjectAccessReviewFields[] = {
+    Msg(1, "metadata", &kObjectMeta), Msg(2, "spec", &kSelfSubjectAccessReviewSpec)};
+constexpr ProtoMessage kSelfSubjectAccessReview{"SelfSubjectAccessReview",
+                                                kSelfSubjectAccessReviewFields};
+
 // k8s.io/api/rbac/v1
 
 constexpr ProtoField kPolicyRuleFields[] = {
@@ -228,6 +260,8 @@ constexpr ProtobufType kTypes[] = {
     {"v1", "ServiceAccount", &kServiceAccount},
     {"v1", "Binding", &kBinding},
     {"policy/v1", "Eviction", &kEviction},
+    {"authentication.k8s.io/v1", "TokenRequest", &kTokenRequest},
+    {"authorization.k8s.io/v1", "SelfSubjectAccessReview", &kSelfSubjectAccessReview},
     {"rbac.authorization.k8s.io/v1", "Role", &kRole},
     {"rbac.authorization.k8s.io/v1", "ClusterRole", &kClusterRole},
     {"rbac.authorization.k8s.io/v1", "RoleBinding", &kRoleBinding},

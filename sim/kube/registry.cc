@@ -42,6 +42,8 @@ const std::vector<Builtin>& BuiltinTable() {
       {"events.k8s.io", "Event", "events", true, {"ev"}},
       // policy/v1 (read by the eviction subresource, disruption.h)
       {"policy", "PodDisruptionBudget", "poddisruptionbudgets", true, {"pdb"}, true},
+      // authorization.k8s.io/v1 (answered by the server, never stored)
+      {"authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, {}},
       // rbac.authorization.k8s.io/v1
       {"rbac.authorization.k8s.io", "Role", "roles", true, {}},
       {"rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true, {}},
@@ -72,6 +74,7 @@ const char* const kGroupOrder[] = {
     "",
     "apps",
     "events.k8s.io",
+    "authorization.k8s.io",
     "batch",
     "policy",
     "rbac.authorization.k8s.io",
@@ -151,6 +154,7 @@ std::vector<ResourceInfo> BuiltinResources() {
     if (r.group.empty() && r.plural == "namespaces") {
       r = NamespaceResource();
     }
+    if (r.group == "authorization.k8s.io") r.verbs = {"create"};
     ApplyDefaultBehaviour(r);
     out.push_back(std::move(r));
   }

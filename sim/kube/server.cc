@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <sys/socket.h>
 #include <yaml-cpp/yaml.h>
 #include <zlib.h>
@@ -30,6 +31,7 @@
 #include "sim/kube/json_patch.h"
 #include "sim/kube/openapi.h"
 #include "sim/kube/protobuf.h"
+#include "sim/kube/rbac.h"
 #include "sim/kube/schema.h"
 #include "sim/kube/strategic_merge.h"
 #include "sim/kube/table.h"
@@ -46,6 +48,7 @@ constexpr const char* kJson = "application/json";
 // "application/json"), so every event reaches the client as it happens.
 constexpr const char* kWatchJson = "application/json;stream=watch";
 constexpr const char* kCrdGroup = "apiextensions.k8s.io";
+constexpr const char* kRbacGroup = "rbac.authorization.k8s.io";
 // kube-apiserver gzips a response only above this size (responsewriters'
 // defaultGzipThresholdBytes).
 constexpr size_t kGzipThresholdBytes = 128 * 1024;
@@ -56,6 +59,8 @@ struct WriteContext {
   std::string field_manager;
   std::string subresource;
   bool apply = false;
+  const UserInfo* user = nullptr;  // null: the server's own write (no escalation check)
+  std::string ns;
 };
 thread_local WriteContext* tls_write = nullptr;
 
@@ -75,7 +80,41 @@ class ScopedWrite {
 struct RequestTarget {
   std::string group, version, ns, resource, name, subresource;
   std::string verb;  // Kubernetes verb
+  UserInfo user;     // who asks (after impersonation)
 };
+
+UserInfo AdminUser() { return {"gpuop-sim:admin", {kSystemMasters, "system:authenticated"}}; }
+UserInfo AnonymousUser() { return {"system:anonymous", {"system:unauthenticated"}}; }
+
+std::string Lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An opaque bearer token: 32 random bytes, hex.
+std::string NewToken() {
+  unsigned char raw[32];
+  if (RAND_bytes(raw, sizeof(raw)) != 1) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// The name a list or watch selects with metadata.name=X: kube's request
+// info takes it as the request's name, so resourceNames rules apply.
+std::string SelectedName(const std::string& field_selector) {
+  for (const auto& term : Split(field_selector, ',')) {
+    std::string t(Trim(term));
+    for (const char* prefix : {"metadata.name==", "metadata.name="}) {
+      if (StartsWith(t, prefix)) return t.substr(std::string(prefix).size());
+    }
+  }
+  return "";
+}
 
 std::string QueryParam(const httplib::Request& req, const char* key) {
   return req.has_param(key) ? req.get_param_value(key) : std::string();
@@ -312,6 +351,7 @@ struct ApiServer::Impl {
 
   ApiStatus Admit(const ResourceInfo& r, Json& obj, const Json* old) {
     GPUOP_API_RETURN_IF_ERROR(Validate(r, obj));
+    GPUOP_API_RETURN_IF_ERROR(CheckEscalation(r, obj, old));
     TrackFields(r, obj, old);
     return ApiStatus::Ok();
   }
@@ -449,13 +489,255 @@ struct ApiServer::Impl {
     WriteJson(res, e.code, e.ToStatusJson());
   }
 
-  bool Authenticated(const httplib::Request& req) const {
-    if (opts.token.empty()) return true;
+  // ---- authentication and authorisation ----
+
+  // What a TokenRequest token is bound to.
+  struct BoundToken {
+    std::string ns, name, uid;
+  };
+  std::mutex token_mu;
+  std::map<std::string, BoundToken> sa_tokens;  // GUARDED_BY(token_mu)
+
+  // Who the request's bearer token names; nullopt: 401. Without a server
+  // token, a request with no (or an unknown) token is anonymous.
+  std::optional<UserInfo> Authenticate(const httplib::Request& req) {
     std::string auth = req.get_header_value("Authorization");
-    return StartsWith(auth, "Bearer ") && ConstantTimeEquals(auth.substr(7), opts.token);
+    std::string bearer = StartsWith(auth, "Bearer ") ? auth.substr(7) : "";
+    if (!opts.token.empty() && ConstantTimeEquals(bearer, opts.token)) return AdminUser();
+    if (!bearer.empty()) {
+      std::optional<BoundToken> bound;
+      {
+        std::lock_guard lock(token_mu);
+        auto it = sa_tokens.find(bearer);
+        if (it != sa_tokens.end()) bound = it->second;
+      }
+      // A token dies with its ServiceAccount (a re-created one has a new uid).
+      ServedPtr sas = registry.Find("", "v1", "serviceaccounts");
+      if (bound) {
+        auto sa = store->Get(sas->info, bound->ns, bound->name);
+        if (sa.ok() && (*sa)->at("metadata").value("uid", "") == bound->uid) {
+          return ServiceAccountUser(bound->ns, bound->name);
+        }
+      }
+    }
+    if (opts.token.empty()) return AnonymousUser();
+    return std::nullopt;
   }
 
-  std::string User() const { return opts.token.empty() ? "system:anonymous" : "gpuop-sim:admin"; }
+  // The RBAC objects a decision in `ns` reads ("" : cluster-wide only).
+  RbacSnapshot Snapshot(const std::string& ns) {
+    RbacSnapshot snap;
+    auto list = [&](const char* plural, const std::string& in_ns,
+                    std::vector<RbacSnapshot::Object>& out) {
+      ServedPtr r = registry.Find(kRbacGroup, "v1", plural);
+      auto l = store->List(r->info, in_ns);
+      if (l.ok()) out = std::move(l->items);
+    };
+    list("clusterroles", "", snap.cluster_roles);
+    list("clusterrolebindings", "", snap.cluster_role_bindings);
+    if (!ns.empty()) {
+      list("roles", ns, snap.roles);
+      list("rolebindings", ns, snap.role_bindings);
+    }
+    return snap;
+  }
+
+  bool Authorize(const RequestAttributes& a) {
+    if (!opts.rbac) return true;  // AlwaysAllow
+    for (const auto& g : a.user.groups) {
+      if (g == kSystemMasters) return true;
+    }
+    return Snapshot(a.resource_request ? a.ns : "").Allows(a);
+  }
+
+  static ApiError ForbiddenFor(const RequestAttributes& a) {
+    std::string why = ForbiddenReason(a);
+    if (!a.resource_request) {
+      ApiError e = ForbiddenError({}, a.path, why);
+      e.message = "forbidden: " + why;
+      return e;
+    }
+    return ForbiddenError({a.group, a.resource}, a.name, why);
+  }
+
+  // The user the request acts as: the requester, or whom its
+  // Impersonate-User / Impersonate-Group headers name when it may
+  // `impersonate` them (users, groups, serviceaccounts).
+  ApiResult<UserInfo> Impersonate(const UserInfo& requester, const httplib::Request& req) {
+    std::string as = req.get_header_value("Impersonate-User");
+    size_t groups = req.get_header_value_count("Impersonate-Group");
+    if (as.empty()) {
+      if (groups > 0) {
+        return InternalServerError("requested impersonation of groups without impersonating a user");
+      }
+      return requester;
+    }
+    RequestAttributes a{requester, "impersonate", true, "", "users", "", "", as, ""};
+    const std::string sa_prefix = "system:serviceaccount:";
+    std::string sa_ns;
+    if (StartsWith(as, sa_prefix)) {
+      std::string rest = as.substr(sa_prefix.size());
+      size_t colon = rest.find(':');
+      if (colon != std::string::npos) {
+        sa_ns = rest.substr(0, colon);
+        a.resource = "serviceaccounts";
+        a.ns = sa_ns;
+        a.name = rest.substr(colon + 1);
+      }
+    }
+    if (!Authorize(a)) return ForbiddenFor(a);
+    UserInfo target{as, {}};
+    for (size_t i = 0; i < groups; ++i) {
+      std::string g = req.get_header_value("Impersonate-Group", i);
+      RequestAttributes ga{requester, "impersonate", true, "", "groups", "", "", g, ""};
+      if (!Authorize(ga)) return ForbiddenFor(ga);
+      target.groups.push_back(g);
+    }
+    if (!sa_ns.empty() && groups == 0) {
+      target.groups = ServiceAccountUser(sa_ns, a.name).groups;
+    }
+    auto has = [&](const std::string& g) {
+      return std::find(target.groups.begin(), target.groups.end(), g) != target.groups.end();
+    };
+    if (as == "system:anonymous") {
+      if (!has("system:unauthenticated")) target.groups.push_back("system:unauthenticated");
+    } else if (!has("system:authenticated")) {
+      target.groups.push_back("system:authenticated");
+    }
+    return target;
+  }
+
+  // Escalation prevention, on the final object of a write to a role or
+  // binding by a client: the writer must hold every permission it grants,
+  // unless it may `escalate` the role or `bind` the role a binding names.
+  // An update that leaves the rules (roleRef and subjects) as they were is
+  // not checked (kube skips updates of the garbage collector's fields).
+  ApiStatus CheckEscalation(const ResourceInfo& r, const Json& obj, const Json* old) {
+    if (!opts.rbac || tls_write == nullptr || tls_write->user == nullptr ||
+        r.group != kRbacGroup) {
+      return ApiStatus::Ok();
+    }
+    const UserInfo& u = *tls_write->user;
+    for (const auto& g : u.groups) {
+      if (g == kSystemMasters) return ApiStatus::Ok();
+    }
+    const bool is_role = r.plural == "roles" || r.plural == "clusterroles";
+    if (old != nullptr) {
+      auto same = [&](const char* key) { return obj.value(key, Json()) == old->value(key, Json()); };
+      if (is_role ? same("rules") : same("roleRef") && same("subjects")) return ApiStatus::Ok();
+    }
+    const std::string ns = r.namespaced ? tls_write->ns : "";
+    const std::string name = obj.value("metadata", Json::object()).value("name", "");
+    RbacSnapshot snap = Snapshot(ns);
+    std::vector<PolicyRule> wanted;
+    if (is_role) {
+      if (snap.Allows({u, "escalate", true, kRbacGroup, r.plural, "", ns, name, ""})) {
+        return ApiStatus::Ok();
+      }
+      for (const Json& rule : obj.value("rules", Json::array())) {
+        wanted.push_back(PolicyRule::FromJson(rule));
+      }
+    } else {
+      const Json ref = obj.value("roleRef", Json::object());
+      const std::string kind = ref.value("kind", ""), role = ref.value("name", "");
+      const std::string role_resource = kind == "Role" ? "roles" : "clusterroles";
+      if (snap.Allows({u, "bind", true, kRbacGroup, role_resource, "", ns, role, ""})) {
+        return ApiStatus::Ok();
+      }
+      wanted = snap.RoleRules(kind, role, ns);
+    }
+    std::vector<PolicyRule> missing = MissingRules(snap.RulesFor(u, ns), wanted);
+    if (missing.empty()) return ApiStatus::Ok();
+    return ForbiddenError(r.Resource(), name, EscalationMessage(u, missing));
+  }
+
+  // A body in JSON, YAML or (kubectl's typed clients) protobuf.
+  static ApiResult<Json> ParseAnyBody(const httplib::Request& req) {
+    const std::string content_type = req.get_header_value("Content-Type");
+    if (StartsWith(content_type, kProtobufMediaType)) {
+      auto decoded = DecodeKubeProtobuf(req.body);
+      if (!decoded.ok()) return BadRequestError(decoded.status().message());
+      return std::move(decoded).value();
+    }
+    return ParseBody(req.body, StartsWith(content_type, "application/yaml"));
+  }
+
+  // POST serviceaccounts/NAME/token (authentication.k8s.io/v1
+  // TokenRequest): a random token bound to the ServiceAccount's uid.
+  void ServeTokenRequest(const ResourceInfo& sas, const RequestTarget& t,
+                         const httplib::Request& req, httplib::Response& res) {
+    auto sa = store->Get(sas, t.ns, t.name);
+    if (!sa.ok()) return WriteError(res, sa.error());
+    Json body = Json::object();
+    if (!req.body.empty()) {
+      auto parsed = ParseAnyBody(req);
+      if (!parsed.ok()) return WriteError(res, parsed.error());
+      body = std::move(parsed).value();
+    }
+    Json spec = body.value("spec", Json::object());
+    if (spec.contains("boundObjectRef") && spec["boundObjectRef"].is_null()) {
+      spec.erase("boundObjectRef");
+    }
+    int64_t seconds = spec.value("expirationSeconds", int64_t{3600});
+    std::string token = NewToken();
+    if (token.empty()) return WriteError(res, InternalServerError("no randomness for a token"));
+    {
+      std::lock_guard lock(token_mu);
+      sa_tokens[token] = {t.ns, t.name, (*sa)->at("metadata").value("uid", "")};
+    }
+    auto now = std::chrono::system_clock::now();
+    spec["expirationSeconds"] = seconds;
+    if (!spec.contains("audiences")) spec["audiences"] = Json::array({"https://kubernetes.default.svc"});
+    Json out{{"kind", "TokenRequest"},
+             {"apiVersion", "authentication.k8s.io/v1"},
+             {"metadata",
+              {{"name", t.name},
+               {"namespace", t.ns},
+               {"creationTimestamp", FormatTimestamp(now)}}},
+             {"spec", std::move(spec)},
+             {"status",
+              {{"token", token},
+               {"expirationTimestamp", FormatTimestamp(now + std::chrono::seconds(seconds))}}}};
+    WriteJson(res, 201, out);
+  }
+
+  // POST selfsubjectaccessreviews: may the requester (after impersonation)
+  // do what spec.resourceAttributes or spec.nonResourceAttributes name?
+  void ServeSelfSubjectAccessReview(const UserInfo& user, const httplib::Request& req,
+                                    httplib::Response& res) {
+    auto body = ParseAnyBody(req);
+    if (!body.ok()) return WriteError(res, body.error());
+    const Json spec = body->value("spec", Json::object());
+    RequestAttributes a;
+    a.user = user;
+    if (spec.contains("nonResourceAttributes")) {
+      const Json n = spec["nonResourceAttributes"];
+      a.resource_request = false;
+      a.verb = n.value("verb", "");
+      a.path = n.value("path", "");
+    } else if (spec.contains("resourceAttributes")) {
+      const Json r = spec["resourceAttributes"];
+      a.verb = r.value("verb", "");
+      a.group = r.value("group", "");
+      a.resource = r.value("resource", "");
+      a.subresource = r.value("subresource", "");
+      a.ns = r.value("namespace", "");
+      a.name = r.value("name", "");
+    } else {
+      return WriteError(res, InvalidError("authorization.k8s.io", "SelfSubjectAccessReview", "",
+                                          {FieldError::Required(
+                                              "spec.resourceAttributes",
+                                              "exactly one of nonResourceAttributes or "
+                                              "resourceAttributes must be specified")}));
+    }
+    Json out = *body;
+    out["apiVersion"] = "authorization.k8s.io/v1";
+    out["kind"] = "SelfSubjectAccessReview";
+    if (!out.contains("metadata")) out["metadata"] = Json::object();
+    out["metadata"]["creationTimestamp"] = nullptr;
+    out["status"] = {{"allowed", Authorize(a)}};
+    WriteJson(res, 201, out);
+  }
 
   void SleepInterruptible(milliseconds d) {
     auto until = std::chrono::steady_clock::now() + d;
@@ -756,21 +1038,24 @@ void ApiServer::Impl::Handle(const std::string& method, const httplib::Request& 
     res.set_content("ok", "text/plain; charset=utf-8");
     return;
   }
-  if (!Authenticated(req)) {
+  std::optional<UserInfo> requester = Authenticate(req);
+  if (!requester) {
     WriteError(res, UnauthorizedError());
     audit.Record({method, "", "", "", "", "", "system:anonymous", 401});
     return;
   }
-  if (HandleControl(method, req, res)) return;
-  faults.WaitWhilePaused();
-  if (stopping) {
-    WriteError(res, ServiceUnavailableError("the server is shutting down"));
+  auto user = Impersonate(*requester, req);
+  if (!user.ok()) {
+    WriteError(res, user.error());
+    audit.Record({"impersonate", "", "", "", "", "", requester->name, user.error().code});
     return;
   }
-  if (method == "GET" && HandleDiscovery(req, res)) return;
 
+  // A resource request names a resource under /api/v1 or /apis/<g>/<v>;
+  // anything else (discovery, /version, /openapi, controls) is a path.
   std::vector<std::string> seg = Split(path, '/');
   RequestTarget t;
+  t.user = *user;
   std::vector<std::string> rest;
   if (seg.size() >= 3 && seg[0] == "api") {
     t.version = seg[1];
@@ -780,13 +1065,41 @@ void ApiServer::Impl::Handle(const std::string& method, const httplib::Request& 
     t.version = seg[2];
     rest.assign(seg.begin() + 3, seg.end());
   }
-  if (rest.empty() || !ParseResourcePath(rest, t)) {
+  const bool resource_request = !rest.empty() && ParseResourcePath(rest, t);
+  if (resource_request) t.verb = VerbFor(method, t, req);
+  RequestAttributes attrs{t.user, resource_request ? t.verb : Lowercase(method),
+                          resource_request, t.group, t.resource, t.subresource, t.ns, t.name, path};
+  if ((t.verb == "list" || t.verb == "watch") && t.name.empty()) {
+    attrs.name = SelectedName(QueryParam(req, "fieldSelector"));
+  }
+  if (!Authorize(attrs)) {
+    WriteError(res, ForbiddenFor(attrs));
+    audit.Record({attrs.verb, t.group, t.resource, t.subresource, t.ns, attrs.name, t.user.name,
+                  403, resource_request ? "" : path});
+    return;
+  }
+  if (HandleControl(method, req, res)) return;
+  faults.WaitWhilePaused();
+  if (stopping) {
+    WriteError(res, ServiceUnavailableError("the server is shutting down"));
+    return;
+  }
+  if (method == "GET" && HandleDiscovery(req, res)) return;
+  if (!resource_request) {
     WriteError(res, NotServedError());
     return;
   }
-  t.verb = VerbFor(method, t, req);
-  HandleResource(method, t, req, res);
-  audit.Record({t.verb, t.group, t.resource, t.subresource, t.ns, t.name, User(), res.status});
+  if (t.group == "authorization.k8s.io" && t.resource == "selfsubjectaccessreviews" &&
+      t.ns.empty() && t.name.empty()) {
+    if (method == "POST") {
+      ServeSelfSubjectAccessReview(t.user, req, res);
+    } else {
+      WriteError(res, MethodNotAllowedError({t.group, t.resource}, ""));
+    }
+  } else {
+    HandleResource(method, t, req, res);
+  }
+  audit.Record({t.verb, t.group, t.resource, t.subresource, t.ns, t.name, t.user.name, res.status});
 }
 
 void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t,
@@ -800,6 +1113,11 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   const GroupResource gr = info.Resource();
   if (t.subresource == "log" && info.group.empty() && info.plural == "pods" && method == "GET") {
     ServeLog(t, req, res);
+    return;
+  }
+  if (t.subresource == "token" && info.group.empty() && info.plural == "serviceaccounts" &&
+      method == "POST" && !t.name.empty()) {
+    ServeTokenRequest(info, t, req, res);
     return;
   }
   if (!t.subresource.empty()) {
@@ -941,6 +1259,8 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
   WriteContext write_ctx;
   write_ctx.field_manager = QueryParam(req, "fieldManager");
   write_ctx.subresource = t.subresource;
+  write_ctx.user = &t.user;
+  write_ctx.ns = t.ns;
   write_ctx.apply = method == "PATCH" &&
                     StartsWith(req.get_header_value("Content-Type"), "application/apply-patch");
   if (write_ctx.field_manager.empty() && !write_ctx.apply) {
@@ -1268,6 +1588,22 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ServerOptions options) {
     return p->Admit(r, obj, old);
   };
   p->store = std::make_unique<Store>(std::move(so));
+  if (p->opts.rbac) {
+    // What kube-apiserver bootstraps and clients rely on (discovery,
+    // SelfSubjectAccessReview, cluster-admin).
+    ServedPtr roles = p->registry.Find(kRbacGroup, "v1", "clusterroles");
+    ServedPtr bindings = p->registry.Find(kRbacGroup, "v1", "clusterrolebindings");
+    for (Json& r : BootstrapClusterRoles()) {
+      auto created = p->store->Create(roles->info, "", std::move(r));
+      if (!created.ok()) return Internal("bootstrap ClusterRole: " + created.error().ToString());
+    }
+    for (Json& b : BootstrapClusterRoleBindings()) {
+      auto created = p->store->Create(bindings->info, "", std::move(b));
+      if (!created.ok()) {
+        return Internal("bootstrap ClusterRoleBinding: " + created.error().ToString());
+      }
+    }
+  }
 
   if (p->opts.tls) {
     GPUOP_ASSIGN_OR_RETURN(p->tls, GenerateServingCert(p->host));
@@ -1340,7 +1676,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(ServerOptions options) {
   }
   p->listener = std::thread([p] { p->http->listen_after_bind(); });
   LogInfo("API emulator serving (not for production)",
-          {{"url", p->Url()}, {"tls", p->opts.tls}, {"auth", !p->opts.token.empty()}});
+          {{"url", p->Url()},
+           {"tls", p->opts.tls},
+           {"auth", !p->opts.token.empty()},
+           {"authorization", p->opts.rbac ? "RBAC" : "AlwaysAllow"}});
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 

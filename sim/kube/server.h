@@ -21,12 +21,22 @@
 //       POST           /gpuop-sim/bookmarks  send a bookmark to every watcher that wants one
 //
 // With a token, every request but the health checks needs
-// `Authorization: Bearer <token>` (401 with a Status otherwise). With TLS, a
-// CA and serving certificate are made at start (tls.h); ca_cert_pem() is
-// what clients trust.
+// `Authorization: Bearer <token>` (401 with a Status otherwise): the admin
+// token (user gpuop-sim:admin, group system:masters) or a ServiceAccount
+// token from the TokenRequest API (POST .../serviceaccounts/NAME/token),
+// valid while that ServiceAccount (same uid) exists. With TLS, a CA and
+// serving certificate are made at start (tls.h); ca_cert_pem() is what
+// clients trust.
 //
-// What it does not do: authorization (every authenticated user may do
-// everything), admission webhooks, a disruption controller (an eviction checks
+// With `rbac` on, requests are authorised as kube-apiserver's RBAC
+// authorizer does (rbac.h) against the Roles and bindings in the store, with
+// the bootstrap ClusterRoles created at start; 403 bodies carry the real
+// message; creating a role or binding that grants more than its creator
+// holds is refused unless it has `escalate` / `bind`. Impersonation
+// (Impersonate-User / -Group) and SelfSubjectAccessReview work in both modes
+// (without rbac every authenticated user may do everything).
+//
+// What it does not do: admission webhooks, a disruption controller (an eviction checks
 // PodDisruptionBudgets against a status computed on the spot, disruption.h), the
 // scale subresource, protobuf, HTTP/2, field selectors beyond the store's.
 //
@@ -56,6 +66,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:0";
   bool tls = false;
   std::string token;        // empty: no authentication
+  bool rbac = false;        // authorise with RBAC (else AlwaysAllow)
   std::string openapi_dir;  // empty: DefaultOpenApiDir()
   std::string faults;       // initial fault spec (faults.h)
   uint64_t fault_seed = 1;

@@ -16,6 +16,7 @@ struct ApiserverOptions {
   std::string listen = "127.0.0.1:6443";
   bool tls = false;
   std::string token;
+  std::string authorization = "AlwaysAllow";
   std::string kubeconfig_out;
   std::string faults;
   std::string audit_log;
@@ -35,6 +36,7 @@ int RunApiserver(const ApiserverOptions& o) {
   so.listen = o.listen;
   so.tls = o.tls;
   so.token = o.token;
+  so.rbac = o.authorization == "RBAC";
   so.faults = o.faults;
   so.audit_log = o.audit_log;
   so.openapi_dir = o.openapi_dir;
@@ -71,6 +73,11 @@ void RegisterSimApiserverCommand(CLI::App& sim, const GlobalOptions&, Action* ac
       ->capture_default_str();
   cmd->add_flag("--tls", o->tls, "Serve HTTPS with a CA and certificate made at start");
   cmd->add_option("--token", o->token, "Require `Authorization: Bearer TOKEN` on every request");
+  cmd->add_option("--authorization", o->authorization,
+                  "AlwaysAllow, or RBAC: authorise requests against the Roles and bindings "
+                  "(the admin token is in system:masters)")
+      ->check(CLI::IsMember({"AlwaysAllow", "RBAC"}))
+      ->capture_default_str();
   cmd->add_option("--kubeconfig-out", o->kubeconfig_out,
                   "Write a kubeconfig for the emulator (server, CA, token) to FILE");
   cmd->add_option("--faults", o->faults,

@@ -4,7 +4,9 @@
 # server-side), serves a CRD's custom resources, labels, annotates, patches
 # (merge, json, strategic), watches, waits for conditions, deletes with
 # ownerReference cascade, selects by label, and gets a 409 on a stale replace;
-# over TLS with a token, the right token works and a wrong one is refused.
+# over TLS with a token, the right token works and a wrong one is refused;
+# with --authorization RBAC, `kubectl auth can-i [--as]`, `kubectl create
+# token` and the 403s a ServiceAccount gets.
 # Usage: apiserver_kubectl_test.sh BUILD_DIR
 set -euo pipefail
 
@@ -379,6 +381,32 @@ grep -q default "$tmp/tls.txt" || fail "kubectl over TLS: $(cat "$tmp/tls.txt")"
 if k --token wrong get ns >"$tmp/bad.txt" 2>&1; then fail "a wrong token was accepted"; fi
 grep -q "Unauthorized" "$tmp/bad.txt" || fail "a wrong token: $(cat "$tmp/bad.txt")"
 grep -q '"code":401' "$tmp/tls.audit" || fail "no 401 in the TLS audit log"
+
+# --- RBAC: auth can-i --as, ServiceAccount tokens, 403s ---------------------
+start_server rbac --tls --token s3cret --authorization RBAC
+export KUBECONFIG="$tmp/rbac.kubeconfig"
+sa=system:serviceaccount:gpu-operator:gpu-operator
+k create namespace gpu-operator >/dev/null || fail "rbac: create namespace"
+k create serviceaccount gpu-operator -n gpu-operator >/dev/null || fail "rbac: create serviceaccount"
+can_i() { k auth can-i "$@" 2>/dev/null || true; }
+[[ $(can_i patch nodes) == yes ]] || fail "rbac: the admin cannot patch nodes"
+[[ $(can_i patch nodes --as "$sa") == no ]] || fail "rbac: the ServiceAccount may patch nodes unbound"
+k create clusterrole node-patcher --verb=get,patch --resource=nodes >/dev/null &&
+  k create clusterrolebinding node-patcher --clusterrole=node-patcher \
+    --serviceaccount=gpu-operator:gpu-operator >/dev/null || fail "rbac: create the role and binding"
+[[ $(can_i patch nodes --as "$sa") == yes ]] || fail "rbac: the bound ServiceAccount may not patch nodes"
+[[ $(can_i delete nodes --as "$sa") == no ]] || fail "rbac: the ServiceAccount may delete nodes"
+[[ $(can_i create pods/eviction -n default --as "$sa") == no ]] || fail "rbac: can-i a subresource"
+token=$(k create token gpu-operator -n gpu-operator) || fail "rbac: kubectl create token"
+k create token gpu-operator -n gpu-operator --duration 10m -o json >"$tmp/token.json" &&
+  python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["spec"]["expirationSeconds"] != 600)' \
+    "$tmp/token.json" || fail "rbac: create token --duration: $(cat "$tmp/token.json")"
+k --token "$token" get nodes >/dev/null 2>"$tmp/rbac-nodes.txt" && fail "rbac: the token may list nodes"
+grep -q 'User "'"$sa"'" cannot list resource "nodes" in API group "" at the cluster scope' \
+  "$tmp/rbac-nodes.txt" || fail "rbac: the 403 message: $(cat "$tmp/rbac-nodes.txt")"
+[[ $(k --token "$token" auth can-i patch nodes 2>/dev/null) == yes ]] ||
+  fail "rbac: can-i with the ServiceAccount's own token"
+grep -q '"code":403.*"user":"'"$sa"'"' "$tmp/rbac.audit" || fail "rbac: no 403 of $sa in the audit log"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures check(s) failed" >&2
