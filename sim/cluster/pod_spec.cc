@@ -758,6 +758,13 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
   plan.read_only_root = Bool(sc, "readOnlyRootFilesystem", false);
   plan.no_new_privileges = sc.is_object() && sc.contains("allowPrivilegeEscalation") &&
                            !Bool(sc, "allowPrivilegeEscalation", true);
+  const Json& seccomp = Obj(sc, "seccompProfile").is_object() ? Obj(sc, "seccompProfile") : Obj(psc, "seccompProfile");
+  if (std::string type = Str(seccomp, "type"); type == "Unconfined") {
+    plan.seccomp_unconfined = true;
+  } else if (!type.empty() && type != "RuntimeDefault") {
+    return InvalidArgument("container " + plan.name + ": seccompProfile type " + type +
+                           " is not supported by the simulated kubelet (RuntimeDefault or Unconfined)");
+  }
   for (const Json& cap : Arr(Obj(sc, "capabilities"), "add")) plan.cap_add.push_back(cap.get<std::string>());
   for (const Json& cap : Arr(Obj(sc, "capabilities"), "drop")) plan.cap_drop.push_back(cap.get<std::string>());
   plan.run_as_user = Int(sc, "runAsUser");

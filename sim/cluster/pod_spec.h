@@ -95,6 +95,9 @@ struct ContainerPlan {
   std::string hostname;  // the node's name for hostNetwork pods, else spec.hostname or the pod's name
   bool privileged = false, read_only_root = false, host_pid = false, host_network = false,
        host_ipc = false, no_new_privileges = false;
+  // seccompProfile Unconfined. RuntimeDefault (and no profile: the kubelet's
+  // SeccompDefault) is the runtime's own profile; Localhost is refused.
+  bool seccomp_unconfined = false;
   std::vector<std::string> cap_add, cap_drop;
   std::optional<int64_t> run_as_user, run_as_group;
   std::vector<int64_t> supplemental_groups;

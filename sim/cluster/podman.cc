@@ -190,6 +190,7 @@ Result<std::vector<std::string>> Podman::RunArgs(const ContainerPlan& plan, cons
   if (plan.privileged) a.push_back("--privileged");
   if (plan.read_only_root) a.insert(a.end(), {"--read-only", "--read-only-tmpfs=false"});
   if (plan.no_new_privileges) a.insert(a.end(), {"--security-opt", "no-new-privileges"});
+  if (plan.seccomp_unconfined) a.insert(a.end(), {"--security-opt", "seccomp=unconfined"});
   for (const auto& c : plan.cap_add) a.insert(a.end(), {"--cap-add", c});
   for (const auto& c : plan.cap_drop) a.insert(a.end(), {"--cap-drop", c});
   if (plan.run_as_user) {

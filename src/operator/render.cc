@@ -315,12 +315,41 @@ RuntimeInfo Runtime(const Policy& p) {
   return {"containerd", "/etc/containerd"};
 }
 
+// What a gpuop container may do beyond its mounts (docs/security.md lists
+// each container's, and a test holds the rendering to that table).
+enum class Privilege {
+  // The kernel requires it: device nodes no runtime injected, kernel
+  // modules, MIG changes, Bidirectional mounts.
+  kPrivileged,
+  // uid 0 with every capability dropped: still the owner of the root-owned
+  // host paths and kubelet sockets it writes, nothing more.
+  kRoot,
+  // A non-root uid (the operator's, 65532): only reads the host.
+  kNonRoot,
+};
+
+constexpr int64_t kNonRootUid = 65532;  // as the chart runs the operator
+
+Json SecurityContext(Privilege privilege) {
+  if (privilege == Privilege::kPrivileged) return Json{{"privileged", true}};
+  Json sc{{"allowPrivilegeEscalation", false},
+          {"readOnlyRootFilesystem", true},
+          {"capabilities", {{"drop", Json::array({"ALL"})}}},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+  if (privilege == Privilege::kNonRoot) {
+    sc["runAsNonRoot"] = true;
+    sc["runAsUser"] = kNonRootUid;
+    sc["runAsGroup"] = kNonRootUid;
+  }
+  return sc;
+}
+
 // A container running `gpuop --host-root /host <subcommand...>`. With
 // `from_spec`, the spec's args, env and resources are applied (the
 // component's main container); init containers get the component's defaults.
 Json GpuopContainer(const std::string& name, const ComponentSpec& spec,
                     const std::vector<std::string>& subcommand, const Json& env_defaults,
-                    bool privileged, bool from_spec) {
+                    Privilege privilege, bool from_spec) {
   Json command = Json::array({"gpuop", "--host-root", kContainerHostRoot});
   for (const std::string& s : subcommand) command.push_back(s);
   Json env = Json::array({EnvFromField("NODE_NAME", "spec.nodeName"),
@@ -344,7 +373,7 @@ Json GpuopContainer(const std::string& name, const ComponentSpec& spec,
     }
     if (!res.empty()) c["resources"] = std::move(res);
   }
-  if (privileged) c["securityContext"] = {{"privileged", true}};
+  c["securityContext"] = SecurityContext(privilege);
   return c;
 }
 
@@ -522,8 +551,9 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     ComponentSpec manager_spec = spec;
     manager_spec.image = in.env.gpuop_image;
     manager_spec.image_pull_policy = StringField(manager, "imagePullPolicy", "IfNotPresent");
-    Json init = GpuopContainer("k8s-driver-manager", manager_spec,
-                               {"driver-manager", "uninstall_driver"}, manager_env, true, false);
+    Json init =
+        GpuopContainer("k8s-driver-manager", manager_spec, {"driver-manager", "uninstall_driver"},
+                       manager_env, Privilege::kPrivileged, false);
     AddHostMount(pod["volumes"], init, HostRoot(p));
     HostMount run_nvidia = RunNvidia();
     run_nvidia.mount_path = "/run/nvidia";     // where NVIDIA's manager has it
@@ -608,7 +638,8 @@ void RenderToolkit(const RenderInput& in, std::vector<RenderedObject>& out) {
   std::vector<std::string> configure = {"runtime", "configure",      "--runtime",
                                         rt.flag,   "--runtime-name", p.runtime_class};
   if (p.cdi_enabled) configure.push_back("--cdi-enabled");
-  Json init = GpuopContainer("runtime-config", spec, configure, Json::array(), false, false);
+  Json init =
+      GpuopContainer("runtime-config", spec, configure, Json::array(), Privilege::kRoot, false);
   AddHostMount(vols, init, HostRoot(p));
   AddHostMount(vols, init,
                {"runtime-config", rt.config_dir, UnderHostRoot(rt.config_dir), false, "",
@@ -619,7 +650,8 @@ void RenderToolkit(const RenderInput& in, std::vector<RenderedObject>& out) {
                           EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit"),
                           EnvFromField("POD_NAME", "metadata.name"),
                           EnvFromField("POD_NAMESPACE", "metadata.namespace")});
-  Json ctr = GpuopContainer("nvidia-container-toolkit-ctr", spec, {"toolkit"}, env, true, true);
+  Json ctr = GpuopContainer("nvidia-container-toolkit-ctr", spec, {"toolkit"}, env,
+                            Privilege::kPrivileged, true);
   // On the way out for good (the DaemonSet gone: uninstall, toolkit turned
   // off), the runtime handler, CDI spec and hook leave the node with it; a
   // pod only being replaced leaves them (lifecycle/node_cleanup.h).
@@ -699,15 +731,25 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
     }
     MergeEnv(env, spec.env);
     MergeEnv(env, Field(Field(spec.settings, check.c_str()), "env"));
-    Json c = GpuopContainer(check + "-validation", spec, {"validator"}, env, true, false);
+    // cuda and plugin only ask the API server (their workload pods get the
+    // GPUs) and write their file: no device, no /dev/char.
+    const bool api_only = check == "cuda" || check == "plugin";
+    Json c = GpuopContainer(check + "-validation", spec, {"validator"}, env,
+                            api_only ? Privilege::kRoot : Privilege::kPrivileged, false);
     c["terminationMessagePolicy"] = "FallbackToLogsOnError";
-    mounts(c);
+    if (api_only) {
+      AddHostMount(vols, c, HostRoot(p));
+      AddHostMount(vols, c, RunNvidia());
+    } else {
+      mounts(c);
+    }
     pod["initContainers"].push_back(std::move(c));
   }
   // The main container holds the node's validations while it runs (no
   // COMPONENT); on the way out the *-ready files go, as NVIDIA's preStop
   // removes them (gpuop's image has no shell: the validator does it).
-  Json ctr = GpuopContainer("nvidia-operator-validator", spec, {"validator"}, base_env, true, true);
+  Json ctr = GpuopContainer("nvidia-operator-validator", spec, {"validator"}, base_env,
+                            Privilege::kPrivileged, true);
   ctr["lifecycle"] = {
       {"preStop",
        {{"exec",
@@ -757,7 +799,7 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
   constexpr int kHealthPort = 8082;
   Json ctr = GpuopContainer("nvidia-device-plugin", spec,
                             {"device-plugin", "--health-addr", ":" + std::to_string(kHealthPort)},
-                            env, false, true);
+                            env, Privilege::kRoot, true);
   ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
                           {"initialDelaySeconds", 10},
                           {"periodSeconds", 10},
@@ -813,7 +855,7 @@ void RenderDraDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
   constexpr int kHealthPort = 51516;  // NVIDIA's chart's GPU plugin health port
   Json ctr = GpuopContainer("gpus", spec,
                             {"dra-plugin", "--health-addr", ":" + std::to_string(kHealthPort)}, env,
-                            true, true);
+                            Privilege::kPrivileged, true);
   // /healthz fails while the kubelet has not registered the plugin or a
   // prepare would fail, so a wedged plugin is restarted.
   ctr["livenessProbe"] = {{"httpGet", {{"path", "/healthz"}, {"port", kHealthPort}}},
@@ -852,7 +894,8 @@ void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out)
   if (!p.dcgm_exporter_config_name.empty()) {
     env.push_back(EnvValue("DCGM_EXPORTER_COLLECTORS", "/etc/dcgm-exporter/dcgm-metrics.csv"));
   }
-  Json ctr = GpuopContainer("nvidia-dcgm-exporter", spec, {"exporter"}, env, false, true);
+  Json ctr =
+      GpuopContainer("nvidia-dcgm-exporter", spec, {"exporter"}, env, Privilege::kRoot, true);
   ctr["ports"] = Json::array({Json{{"name", "metrics"}, {"containerPort", kPort}}});
   AddHostMount(vols, ctr, Kubelet(p, "pod-resources", "pod-resources", true));
   if (!p.dcgm_exporter_config_name.empty()) {
@@ -888,7 +931,7 @@ void RenderGfd(const RenderInput& in, std::vector<RenderedObject>& out) {
                           EnvValue("GFD_SLEEP_INTERVAL", "60s")});
   // Without NFD nobody reads a features file: gfd patches its node itself.
   if (in.node_discovery) env.push_back(EnvValue("GPUOP_GFD_DIRECT_LABELS", "true"));
-  Json ctr = GpuopContainer("gpu-feature-discovery", spec, {"gfd"}, env, false, true);
+  Json ctr = GpuopContainer("gpu-feature-discovery", spec, {"gfd"}, env, Privilege::kRoot, true);
   const std::string features = "/etc/kubernetes/node-feature-discovery/features.d";
   if (!in.node_discovery) {
     AddHostMount(
@@ -943,7 +986,8 @@ void RenderMigManager(const RenderInput& in, std::vector<RenderedObject>& out) {
        EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
   std::string clients = StringField(Field(spec.settings, "gpuClientsConfig"), "name");
   if (!clients.empty()) env.push_back(EnvValue("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"));
-  Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env, true, true);
+  Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env,
+                            Privilege::kPrivileged, true);
   AddHostMount(vols, ctr, HostRoot(p));
   AddHostMount(vols, ctr, RunNvidia());
   AddHostMount(vols, ctr, Cdi(false));
@@ -969,7 +1013,7 @@ void RenderNodeStatusExporter(const RenderInput& in, std::vector<RenderedObject>
   Json pod = BasePodSpec(in, spec, true);
   Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all")});
   Json ctr = GpuopContainer("nvidia-node-status-exporter", spec, {"node-status-exporter"}, env,
-                            false, true);
+                            Privilege::kNonRoot, true);
   ctr["ports"] = Json::array({Json{{"name", "metrics"}, {"containerPort", kPort}}});
   AddHostMount(pod["volumes"], ctr, Validations(true));
   pod["containers"].push_back(std::move(ctr));
@@ -1085,8 +1129,8 @@ std::vector<RenderedObject> RenderNodeDiscovery(const RenderInput& in) {
 
   ComponentSpec spec;
   spec.image = in.env.gpuop_image;
-  Json ctr =
-      GpuopContainer("node-discovery", spec, {"node-discovery"}, Json::array(), false, false);
+  Json ctr = GpuopContainer("node-discovery", spec, {"node-discovery"}, Json::array(),
+                            Privilege::kNonRoot, false);
   // A few MiB and no CPU to speak of: it reads sysfs once per backstop period.
   ctr["resources"] = {{"requests", {{"cpu", "5m"}, {"memory", "16Mi"}}},
                       {"limits", {{"memory", "64Mi"}}}};

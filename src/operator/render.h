@@ -56,15 +56,23 @@
 // there), /etc/os-release at /host-etc/os-release, /var/log, /dev/log and the
 // firmware search path.
 //
-// Privileges: privileged only for driver (and its driver-manager init
-// container), toolkit (opens the GPUs through NVML to write the CDI spec),
-// mig-manager (changes MIG modes and creates device nodes) and validator
-// (loads the driver's libraries and devices before any runtime injection
-// exists, and writes /dev/char links). hostPID only for the driver. The GPU
-// consumers (device-plugin, dcgm-exporter, gfd, mig-manager, validator,
-// node-status-exporter) get runtimeClassName=<operator.runtimeClass> and
-// NVIDIA_VISIBLE_DEVICES=all (upstream's way of asking the runtime for every
-// GPU); driver and toolkit set the runtime up and run without it.
+// Privileges (docs/security.md has the table a test holds this to):
+// privileged only for driver (and its driver-manager init container),
+// toolkit (opens the GPUs through NVML to write the CDI spec), mig-manager
+// (changes MIG modes and creates device nodes), dra-driver (MIG placements
+// need the MIG config capability) and validator (loads the driver's
+// libraries and devices before any runtime injection exists, and writes
+// /dev/char links). hostPID only for the driver (and dcgm-exporter when
+// dcgmExporter.hostPID asks). Every other container drops all capabilities
+// and privilege escalation, has a read-only root filesystem and the
+// runtime's seccomp profile; it stays uid 0 only where it writes root-owned
+// host paths or connects to the kubelet's root-only sockets (device-plugin,
+// dcgm-exporter, gfd, the toolkit's runtime-config), else runs as uid 65532
+// (node-discovery, node-status-exporter). The GPU consumers (device-plugin,
+// dcgm-exporter, gfd, mig-manager, validator, node-status-exporter) get
+// runtimeClassName=<operator.runtimeClass> and NVIDIA_VISIBLE_DEVICES=all
+// (upstream's way of asking the runtime for every GPU); driver and toolkit
+// set the runtime up and run without it.
 //
 // Not rendered yet: the init containers that make device-plugin, gfd and
 // dcgm-exporter wait for toolkit-ready (the validator issue adds them), MPS

@@ -703,9 +703,9 @@ TEST(RenderTest, PrivilegesAndRuntimeClassPerComponent) {
       {Component::kDriver, {"k8s-driver-manager", "nvidia-driver-ctr"}},
       // runtime-config only edits files it is given.
       {Component::kContainerToolkit, {"nvidia-container-toolkit-ctr"}},
+      // cuda and plugin only ask the API server.
       {Component::kOperatorValidator,
-       {"driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation",
-        "nvidia-operator-validator"}},
+       {"driver-validation", "toolkit-validation", "nvidia-operator-validator"}},
       {Component::kDevicePlugin, {}},
       {Component::kDcgmExporter, {}},
       {Component::kGpuFeatureDiscovery, {}},

@@ -484,6 +484,20 @@ TEST_F(PodSpecTest, MountsSubPathPropagationAndSecurityContext) {
   EXPECT_EQ(r.status().message(), "cannot find volume \"nope\" to mount into container \"c\"");
   pod["spec"]["containers"][0]["volumeMounts"][0]["name"] = "run";
 
+  // seccompProfile: the runtime's default, Unconfined (the pod's unless the
+  // container has its own), and Localhost refused by name.
+  EXPECT_FALSE(Plan(pod)->seccomp_unconfined);
+  pod["spec"]["securityContext"]["seccompProfile"] = {{"type", "Unconfined"}};
+  EXPECT_TRUE(Plan(pod)->seccomp_unconfined);
+  pod["spec"]["containers"][0]["securityContext"]["seccompProfile"] = {{"type", "RuntimeDefault"}};
+  EXPECT_FALSE(Plan(pod)->seccomp_unconfined);
+  pod["spec"]["containers"][0]["securityContext"]["seccompProfile"] = {{"type", "Localhost"},
+                                                                       {"localhostProfile", "p.json"}};
+  r = Plan(pod);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("seccompProfile type Localhost"), std::string::npos);
+  pod["spec"]["containers"][0]["securityContext"].erase("seccompProfile");
+
   // runAsNonRoot with user 0.
   pod["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = true;
   EXPECT_FALSE(Plan(pod).ok());

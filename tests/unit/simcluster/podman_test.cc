@@ -355,6 +355,11 @@ TEST(PodmanArgsTest, MapsThePlanAndRefusesWhatPodmanCannotExpress) {
         "--label k=v", "--log-driver k8s-file --log-opt path=/logs/c.log", "--entrypoint [\"/bin/app\",\"--x\"] img:1 a"}) {
     EXPECT_NE(joined.find(want), std::string::npos) << want << " not in: " << joined;
   }
+  p.seccomp_unconfined = true;
+  args = pm->RunArgs(p, "pod-c-0", "/logs/c.log", {});
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_NE(Join(*args, " ").find("--security-opt seccomp=unconfined"), std::string::npos);
+  p.seccomp_unconfined = false;
   p.run_as_user.reset();
   p.run_as_group = 5;
   auto bad = pm->RunArgs(p, "pod-c-0", "/logs/c.log", {});
