@@ -5,8 +5,9 @@ TEST_BUILD  ?= build-test
 JOBS        ?= $(shell nproc)
 GENERATOR   := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS  ?=
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build image demo test bench format lint clean
+.PHONY: all deps build image demo test bench fuzz format lint clean
 
 all: build
 
@@ -34,6 +35,11 @@ bench: build
 	@cmake --build $(BUILD) -j $(JOBS)
 	@scripts/bench.sh $(BUILD)
 
+# Every parser's libFuzzer target (clang, in build-fuzz), FUZZ_SECONDS each;
+# `make test` runs them for a few seconds (ctest label fuzz).
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
 
@@ -42,4 +48,4 @@ lint: deps
 	@git ls-files 'src/*.cc' 'sim/*.cc' | xargs clang-tidy -p $(TEST_BUILD) --quiet
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) build-fuzz

@@ -15,6 +15,7 @@ packages=(
   podman containerd busybox-static
   prometheus wrk nginx-light
   clang-format clang-tidy
+  clang libclang-rt-14-dev  # libFuzzer (make fuzz, ctest label fuzz)
   python3 python3-yaml python3-jsonschema time curl
   libc-bin unzip
 )

@@ -557,12 +557,16 @@ Result<FieldSelector> FieldSelector::Parse(std::string_view text) {
         break;
       }
     }
-    if (pos == std::string::npos || pos == 0) {
+    // A field of blanks is no field either (" =x" like "=x"); one ending in
+    // '!' ("a! =x") would read back from String() as "a!=x", another selector.
+    std::string_view field =
+        pos == std::string::npos ? "" : Trim(std::string_view(term).substr(0, pos));
+    if (field.empty() || field.back() == '!') {
       return InvalidArgument("invalid selector: '" + std::string(text) + "'; can't understand '" +
                              term + "'");
     }
     FieldRequirement r;
-    r.field = std::string(Trim(std::string_view(term).substr(0, pos)));
+    r.field = std::string(field);
     r.equals = equals;
     auto v = Unescape(std::string_view(term).substr(pos + op_len));
     if (!v.ok()) return v.status();

@@ -88,6 +88,29 @@ std::string Excerpt(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
+std::optional<size_t> InvalidUtf8Offset(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto b = static_cast<unsigned char>(s[i]);
+    size_t len = b < 0x80           ? 1
+                 : (b >> 5) == 0x6  ? 2
+                 : (b >> 4) == 0xe  ? 3
+                 : (b >> 3) == 0x1e ? 4
+                                    : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    uint32_t cp = len == 1 ? b : b & (0x7f >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c >> 6) != 0x2) return i;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> ParseUint(std::string_view s) {
   int base = 10;
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {

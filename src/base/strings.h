@@ -25,6 +25,11 @@ std::string JsonQuote(std::string_view s);
 // and "... (N bytes)". Errors go to logs, and a misdirected path may point at
 // a secret, so no input is quoted whole. Escape line breaks before.
 std::string Excerpt(std::string_view text, size_t max_bytes = 80);
+// The offset of the first byte of `s` that is not part of well-formed UTF-8
+// (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF);
+// nullopt when all of `s` is UTF-8. YAML and JSON text must be UTF-8, and
+// nlohmann::json cannot serialise a string that is not.
+std::optional<size_t> InvalidUtf8Offset(std::string_view s);
 // Strict unsigned parse of the whole string (decimal, or hex with 0x).
 std::optional<uint64_t> ParseUint(std::string_view s);
 // Standard base64 (RFC 4648, '+' and '/'), as kubeconfig *-data fields and

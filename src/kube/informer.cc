@@ -541,7 +541,9 @@ Informer::HandlerId Informer::AddEventHandler(EventHandler handler) {
   std::lock_guard dispatch(dispatch_mu_);
   if (handler.on_add) {
     // objects_ is only written under dispatch_mu_, which this thread holds.
-    for (const auto& [key, obj] : objects_) {
+    // No structured binding: clang 14 cannot capture one in a lambda.
+    for (const auto& entry : objects_) {
+      const ObjectPtr& obj = entry.second;
       CallHandler(name_, "add", [&] { handler.on_add(obj); });
     }
   }

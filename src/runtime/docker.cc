@@ -15,6 +15,12 @@ constexpr std::string_view kRestartNote =
 
 Result<Json> ParseDaemonJson(std::string_view path, std::string_view text) {
   if (Trim(text).empty()) return Json::object();
+  // nlohmann's parser stops at a NUL as at the end, and the bytes after it
+  // (kept in the record) need not be UTF-8 that the record can hold.
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return InvalidArgument(JsonErrorAt(path, text, nul + 1, "a NUL byte") +
+                           " (fix the file; nothing was written)");
+  }
   try {
     Json j = Json::parse(text);
     if (!j.is_object()) {

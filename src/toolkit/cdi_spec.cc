@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/strings.h"
+#include "base/yaml_json.h"
 
 namespace gpuop::toolkit::cdi {
 namespace {
@@ -437,6 +438,7 @@ class Parser {
   }
 
   Result<Spec> Run(std::string_view text) {
+    if (Status s = CheckYamlText(text); !s.ok()) return s.Annotate("CDI spec");
     YAML::Node root;
     try {
       root = YAML::Load(std::string(text));

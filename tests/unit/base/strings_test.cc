@@ -52,5 +52,16 @@ TEST(StringsTest, Base64DecodeRejectsMalformedInput) {
   EXPECT_EQ(Base64Decode("aGVsb"), std::nullopt);  // one dangling character
 }
 
+TEST(Utf8Test, FindsTheFirstInvalidByte) {
+  EXPECT_EQ(InvalidUtf8Offset(""), std::nullopt);
+  EXPECT_EQ(InvalidUtf8Offset("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), std::nullopt);
+  EXPECT_EQ(InvalidUtf8Offset("ab\xff"), 2u);
+  EXPECT_EQ(InvalidUtf8Offset("a\xc3"), 1u);             // truncated
+  EXPECT_EQ(InvalidUtf8Offset("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(InvalidUtf8Offset("x\xed\xa0\x80"), 1u);     // surrogate
+  EXPECT_EQ(InvalidUtf8Offset("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(InvalidUtf8Offset("\xe2\x28\xa1"), 0u);      // bad continuation
+}
+
 }  // namespace
 }  // namespace gpuop

@@ -149,5 +149,16 @@ TEST(Docker, RuntimePathFallsBackToRuncOnPath) {
   EXPECT_EQ(nlohmann::json::parse(t[kDaemon])["runtimes"]["nvidia"]["path"], "runc");
 }
 
+// Found by tests/fuzz: nlohmann's parser ends at a NUL, so bytes after one
+// (not UTF-8 here) went into the record, whose JSON then could not be written.
+TEST(Docker, DaemonJsonWithANulByteIsRejected) {
+  Tree t{{kDaemon, std::string("{}\n\0\x8a", 5)}};
+  auto plan = PlanDocker({kDaemon, Get(t, kDaemon), Get(t, kRecord), "/usr/bin/runc"},
+                         Opts(RuntimeKind::kDocker, true, true));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            kDaemon + ":2:1: a NUL byte (fix the file; nothing was written)");
+}
+
 }  // namespace
 }  // namespace gpuop::runtime

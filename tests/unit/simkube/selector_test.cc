@@ -169,5 +169,18 @@ TEST(ValidationTest, QualifiedNamesAndValues) {
   EXPECT_NE(ValidateLabelValue(std::string(64, 'a')), "");
 }
 
+// Found by tests/fuzz: a field of blanks parsed to an empty field, which
+// String() wrote as "=x", which does not parse; "a! =x" parsed to field "a!",
+// which String() wrote as "a!=x", another selector.
+TEST(FieldSelectorTest, FieldsStringCannotMisreadAreRejected) {
+  EXPECT_FALSE(FieldSelector::Parse("=x").ok());
+  EXPECT_FALSE(FieldSelector::Parse(" =x").ok());
+  EXPECT_FALSE(FieldSelector::Parse("a=b, !=c").ok());
+  EXPECT_FALSE(FieldSelector::Parse("Name!    =n").ok());
+  auto ok = FieldSelector::Parse(" a =x");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->String(), "a=x");
+}
+
 }  // namespace
 }  // namespace gpuop::simkube

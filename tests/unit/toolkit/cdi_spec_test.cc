@@ -190,5 +190,14 @@ TEST(ValidateTest, CatchesWhatAConsumerRejects) {
   }
 }
 
+// Found by tests/fuzz: a string that is not UTF-8 parsed, and ToJson then
+// threw (nlohmann::json cannot write it).
+TEST(ParseTest, TextThatIsNotUtf8IsRejected) {
+  auto spec = Parse("cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"\xff\"\n"
+                    "  containerEdits: {env: [A=1]}\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(), "CDI spec: byte 57 is not valid UTF-8");
+}
+
 }  // namespace
 }  // namespace gpuop::toolkit::cdi
