@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/strings.h"
+#include "base/yaml_json.h"
 
 namespace gpuop::mig {
 namespace {
@@ -287,6 +288,8 @@ Result<std::vector<ConfigEntry>> ConfigFile::Select(const std::string& name) con
 }
 
 Result<ConfigFile> ParseConfig(std::string_view yaml, const std::string& origin) {
+  // Not UTF-8, a name would not read back from SerializeConfig (tests/fuzz).
+  if (Status s = CheckYamlText(yaml); !s.ok()) return s.Annotate(origin);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));

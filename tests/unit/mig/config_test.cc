@@ -156,5 +156,16 @@ TEST(MigConfigTest, MalformedFilesNameTheLine) {
   }
 }
 
+// Found by tests/fuzz: a config name that is not UTF-8 did not read back
+// from SerializeConfig.
+TEST(MigConfigTest, TextThatIsNotUtf8IsRejected) {
+  auto file = ParseConfig(
+      "version: v1\nmig-configs:\n  \"a\xe9\x11\":\n    - devices: all\n"
+      "      mig-enabled: false\n",
+      "mig.yaml");
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().message(), "mig.yaml: byte 29 is not valid UTF-8");
+}
+
 }  // namespace
 }  // namespace gpuop::mig
