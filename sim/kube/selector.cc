@@ -347,6 +347,8 @@ bool LabelRequirement::Matches(const json& labels) const {
 
 std::string LabelRequirement::String() const {
   auto list = [&] {
+    // The empty value alone: "()" does not parse (an empty set), "(,)" does.
+    if (values.size() == 1 && values[0].empty()) return std::string("(,)");
     std::string s = "(";
     for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + values[i];
     return s + ")";

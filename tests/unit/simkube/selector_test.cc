@@ -169,6 +169,15 @@ TEST(ValidationTest, QualifiedNamesAndValues) {
   EXPECT_NE(ValidateLabelValue(std::string(64, 'a')), "");
 }
 
+// Found by tests/fuzz: "a in (,)" (the empty value) was written as
+// "a in ()", which does not parse.
+TEST(LabelSelectorTest, EmptyValueSetStringParses) {
+  auto sel = LabelSelector::Parse("a in (,)");
+  ASSERT_TRUE(sel.ok()) << sel.status().ToString();
+  EXPECT_EQ(sel->String(), "a in (,)");
+  EXPECT_TRUE(LabelSelector::Parse(sel->String()).ok());
+}
+
 // Found by tests/fuzz: a field of blanks parsed to an empty field, which
 // String() wrote as "=x", which does not parse; "a! =x" parsed to field "a!",
 // which String() wrote as "a!=x", another selector.
