@@ -1364,7 +1364,14 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
       }
       Json preview = *body;
       if (auto s = check_body(preview); !s.ok()) return WriteError(res, s.error());
-      if (!store->Get(info, t.ns, t.name).ok()) code = 201;
+      if (!store->Get(info, t.ns, t.name).ok()) {
+        code = 201;
+        // An apply that creates the object is authorised as a create too,
+        // as kube-apiserver does.
+        RequestAttributes create{t.user, "create", true, info.group, info.plural,
+                                 t.subresource, t.ns, t.name, ""};
+        if (!Authorize(create)) return WriteError(res, ForbiddenFor(create));
+      }
     }
     auto patched = store->Patch(info, t.ns, t.name, *body, po);
     if (!patched.ok()) return WriteError(res, patched.error());

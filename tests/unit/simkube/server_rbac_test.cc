@@ -237,6 +237,22 @@ TEST_F(RbacServerTest, EscalationNeedsTheGrantedPermissionsOrEscalateAndBind) {
   EXPECT_EQ(Call(sa_token_, "POST", roles, role("more", {"get", "delete"})).code, 201);
 }
 
+TEST_F(RbacServerTest, ApplyThatCreatesNeedsCreate) {
+  Grant("cm-patch", {{{"apiGroups", {""}}, {"resources", {"configmaps"}}, {"verbs", {"patch"}}}});
+  auto apply = [&](const std::string& token) {
+    httplib::Client c(server_->host(), server_->port());
+    auto r = c.Patch(
+        std::string("/api/v1/namespaces/") + kNs + "/configmaps/cm?fieldManager=test",
+        {{"Authorization", "Bearer " + token}},
+        R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"},"data":{"k":"v"}})",
+        "application/apply-patch+yaml");
+    return r ? r->status : 0;
+  };
+  EXPECT_EQ(apply(sa_token_), 403);
+  EXPECT_EQ(apply(kAdmin), 201);
+  EXPECT_EQ(apply(sa_token_), 200);  // it exists now: a patch
+}
+
 TEST(RbacOffTest, EveryAuthenticatedUserMayDoEverything) {
   auto server = Start(false);
   ASSERT_NE(server, nullptr);
