@@ -30,13 +30,22 @@ Status RemoveFile(const std::string& path, std::vector<std::string>& changed) {
   return Internal("removing " + path + ": " + std::strerror(errno));
 }
 
+// The pod's ServiceAccount token refused (401) or its permissions gone
+// (403): the identity the operator gave the component was withdrawn, which
+// happens only as the component goes (the ClusterPolicy's garbage
+// collection takes the ServiceAccount and its RBAC along with the DaemonSet,
+// while the pods still run their preStop).
+bool IdentityWithdrawn(const Status& s) {
+  return s.http_status() == 401 || s.http_status() == 403;
+}
+
 }  // namespace
 
 Result<bool> OwnerDaemonSetRemoved(kube::Client& client, const std::string& ns,
                                    const std::string& pod) {
   auto p = client.Get(res::kPods, ns, pod);
   if (!p.ok()) {
-    if (kube::IsNotFound(p.status())) return true;
+    if (kube::IsNotFound(p.status()) || IdentityWithdrawn(p.status())) return true;
     return p.status().Annotate("reading pod " + ns + "/" + pod);
   }
   std::string owner;
@@ -51,7 +60,7 @@ Result<bool> OwnerDaemonSetRemoved(kube::Client& client, const std::string& ns,
   if (owner.empty()) return false;
   auto ds = client.Get(res::kDaemonSets, ns, owner);
   if (!ds.ok()) {
-    if (kube::IsNotFound(ds.status())) return true;
+    if (kube::IsNotFound(ds.status()) || IdentityWithdrawn(ds.status())) return true;
     return ds.status().Annotate("reading DaemonSet " + ns + "/" + owner);
   }
   return kube::IsBeingDeleted(*ds);

@@ -24,8 +24,10 @@
 namespace gpuop::lifecycle {
 
 // True when the DaemonSet that controls pod `ns`/`pod` is gone or being
-// deleted, or the pod itself is gone; false while the DaemonSet stays, or
-// when no DaemonSet controls the pod (orphaned: nothing says it goes).
+// deleted, or the pod itself is gone, or the API no longer accepts the
+// pod's ServiceAccount (401/403: its identity went with the ClusterPolicy);
+// false while the DaemonSet stays, or when no DaemonSet controls the pod
+// (orphaned: nothing says it goes).
 Result<bool> OwnerDaemonSetRemoved(kube::Client& client, const std::string& ns,
                                    const std::string& pod);
 

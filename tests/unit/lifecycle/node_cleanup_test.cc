@@ -120,5 +120,48 @@ TEST(OwnerDaemonSetRemovedTest, OnlyWhenTheDaemonSetIsGoneOrGoing) {
   EXPECT_TRUE(*removed);
 }
 
+// Uninstall's garbage collection takes the component's ServiceAccount and
+// RBAC while its pods still run their preStop: the API refusing the pod's
+// identity says the component goes.
+TEST(OwnerDaemonSetRemovedTest, WhenThePodsServiceAccountIsGone) {
+  simkube::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
+  so.threads = 8;
+  so.token = "admin";
+  so.rbac = true;
+  auto server = simkube::ApiServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto client_for = [&](const std::string& token) {
+    kube::RestConfig rc;
+    rc.server = (*server)->url();
+    rc.token = token;
+    rc.qps = 0;
+    return std::move(kube::Client::New(rc)).value();
+  };
+  auto admin = client_for("admin");
+  ASSERT_TRUE(admin->Create(res::kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                                   {"metadata", {{"name", "gpu-operator"}}}})
+                  .ok());
+  ASSERT_TRUE(admin->Create(res::kServiceAccounts, "gpu-operator",
+                            {{"apiVersion", "v1"}, {"kind", "ServiceAccount"},
+                             {"metadata", {{"name", "toolkit"}}}})
+                  .ok());
+  auto token = admin->Raw("POST", "/api/v1/namespaces/gpu-operator/serviceaccounts/toolkit/token",
+                          "{}");
+  ASSERT_TRUE(token.ok()) << token.status().message();
+  auto sa = client_for(Json::parse(*token)["status"]["token"].get<std::string>());
+
+  // No Role: 403.
+  auto removed = OwnerDaemonSetRemoved(*sa, "gpu-operator", "toolkit-abcde");
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_TRUE(*removed);
+  // The ServiceAccount gone: 401.
+  ASSERT_TRUE(admin->Delete(res::kServiceAccounts, "gpu-operator", "toolkit").ok());
+  removed = OwnerDaemonSetRemoved(*sa, "gpu-operator", "toolkit-abcde");
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_TRUE(*removed);
+}
+
 }  // namespace
 }  // namespace gpuop::lifecycle
