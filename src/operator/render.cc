@@ -118,11 +118,11 @@ Rbac RbacFor(Component c) {
               .namespaced = {}};
     case Component::kContainerToolkit:
       // Its preStop: whether its own DaemonSet stays (node-cleanup).
-      return {.cluster = {{"", {"nodes"}, {"get"}}},
+      return {.cluster = {},
               .namespaced = {{"", {"pods"}, {"get"}}, {"apps", {"daemonsets"}, {"get"}}}};
     case Component::kDcgmExporter:
     case Component::kNodeStatusExporter:
-      return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {}};
+      return {};  // no API access: GPUs from NVML, pods from the kubelet's pod-resources
     case Component::kOperatorValidator:
       // Its node's capacity (plugin check, watched); the CUDA and plugin
       // workload pods it creates, watches and deletes in its namespace; the
@@ -131,8 +131,9 @@ Rbac RbacFor(Component c) {
               .namespaced = {{"", {"pods"}, {"get", "list", "watch", "create", "delete"}},
                              {"apps", {"daemonsets"}, {"get"}}}};
     case Component::kDevicePlugin:
-      // Its node's device-plugin.config label; the named configs.
-      return {.cluster = {{"", {"nodes"}, kRead}}, .namespaced = {{"", {"configmaps"}, kRead}}};
+      // Its node's device-plugin.config label (an informer); the named
+      // configs are files (the ConfigMap mounted by the kubelet).
+      return {.cluster = {{"", {"nodes"}, {"list", "watch"}}}, .namespaced = {}};
     case Component::kDraDriver:
       // The claims it prepares (any namespace); its node's ResourceSlices,
       // owned by its Node.
@@ -143,7 +144,8 @@ Rbac RbacFor(Component c) {
                           {"", {"nodes"}, {"get"}}},
               .namespaced = {}};
     case Component::kGpuFeatureDiscovery:
-      return {.cluster = {{"", {"nodes"}, kReadPatch}},
+      // Its node's labels: read, then patched.
+      return {.cluster = {{"", {"nodes"}, {"get", "patch"}}},
               .namespaced = {{"nfd.k8s-sigs.io",
                               {"nodefeatures"},
                               {"get", "list", "watch", "create", "update", "patch"}}}};
@@ -152,7 +154,7 @@ Rbac RbacFor(Component c) {
       return {.cluster = {{"", {"nodes"}, kReadPatch},
                           {"", {"pods"}, {"list", "watch"}},
                           {"", {"events"}, {"create", "patch"}}},
-              .namespaced = {{"", {"configmaps"}, kRead}, {"", {"pods"}, {"delete"}}}};
+              .namespaced = {{"", {"pods"}, {"delete"}}}};  // its config: a mounted file
   }
   return {};
 }
