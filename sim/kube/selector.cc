@@ -560,10 +560,11 @@ Result<FieldSelector> FieldSelector::Parse(std::string_view text) {
       }
     }
     // A field of blanks is no field either (" =x" like "=x"); one ending in
-    // '!' ("a! =x") would read back from String() as "a!=x", another selector.
+    // '!' or '\\' ("a! =x") would read back from String() as another
+    // selector ("a!=x") or none ("a\\=x").
     std::string_view field =
         pos == std::string::npos ? "" : Trim(std::string_view(term).substr(0, pos));
-    if (field.empty() || field.back() == '!') {
+    if (field.empty() || field.back() == '!' || field.back() == '\\') {
       return InvalidArgument("invalid selector: '" + std::string(text) + "'; can't understand '" +
                              term + "'");
     }

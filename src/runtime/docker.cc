@@ -30,6 +30,9 @@ Result<Json> ParseDaemonJson(std::string_view path, std::string_view text) {
   } catch (const Json::parse_error& e) {
     return InvalidArgument(JsonErrorAt(path, text, e.byte, e.what()) +
                            " (fix the file; nothing was written)");
+  } catch (const Json::out_of_range& e) {  // a number past a double's range
+    return InvalidArgument(std::string(path) + ": " + e.what() +
+                           " (fix the file; nothing was written)");
   }
 }
 

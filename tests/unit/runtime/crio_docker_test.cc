@@ -160,5 +160,16 @@ TEST(Docker, DaemonJsonWithANulByteIsRejected) {
             kDaemon + ":2:1: a NUL byte (fix the file; nothing was written)");
 }
 
+// Found by tests/fuzz: a number past a double's range is nlohmann's
+// out_of_range, not a parse_error, and went uncaught.
+TEST(Docker, DaemonJsonWithAHugeNumberIsAnError) {
+  Tree t{{kDaemon, "{\"log-opts\": 1e999}"}};
+  auto plan = PlanDocker({kDaemon, Get(t, kDaemon), Get(t, kRecord), "/usr/bin/runc"},
+                         Opts(RuntimeKind::kDocker, true, true));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("number overflow"), std::string::npos)
+      << plan.status().message();
+}
+
 }  // namespace
 }  // namespace gpuop::runtime

@@ -186,6 +186,7 @@ TEST(FieldSelectorTest, FieldsStringCannotMisreadAreRejected) {
   EXPECT_FALSE(FieldSelector::Parse(" =x").ok());
   EXPECT_FALSE(FieldSelector::Parse("a=b, !=c").ok());
   EXPECT_FALSE(FieldSelector::Parse("Name!    =n").ok());
+  EXPECT_FALSE(FieldSelector::Parse("a\\\n=x").ok());  // field "a\" after trimming
   auto ok = FieldSelector::Parse(" a =x");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->String(), "a=x");
