@@ -326,6 +326,8 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   so.listen = net.gateway + ":" + std::to_string(kApiPort);
   so.tls = true;
   so.token = RandomToken();
+  so.rbac = true;  // pods get their ServiceAccount's token; the simulator's own parts are admin
+  so.audit_log = dir + "/audit.log";  // who asked for what (tests check least privilege with it)
   auto server = simkube::ApiServer::Start(so);
   if (!server.ok()) return fail(server.status());
   simkube::KubeconfigParams kp = (*server)->kubeconfig();
@@ -381,7 +383,6 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
     ko.api_host = net.gateway;
     ko.api_port = kApiPort;
     ko.ca_file = dir + "/ca.crt";
-    ko.token = so.token;
     ko.os_image =
         n.os_id == "ubuntu" ? "Ubuntu " + n.os_version + " LTS" : n.os_id + " " + n.os_version;
     ko.kernel_version = n.kernel;

@@ -4,14 +4,19 @@
 // cluster network's gateway, the controllers a cluster runs (scheduler,
 // DaemonSet, Deployment/ReplicaSet), and a Kubelet per node, each node with
 // its own host root, simulated GPUs (GPUOP_SIM_SEED = the node's name, so
-// UUIDs differ between nodes), network namespace and address.
+// UUIDs differ between nodes), network namespace and address. The API
+// emulator enforces RBAC; the in-process controllers and kubelets use the
+// admin token.
 //
 // Files under the cluster directory D:
 //   D/cluster.json      what `status`, `exec` and `down` read: state
 //                       (starting|ready|failed|down), pid, API URL, nodes
 //   D/kubeconfig        for kubectl (and the operator run as a local process)
-//   D/ca.crt, D/token   what every pod's service account volume holds
+//   D/ca.crt            the CA every pod's service account volume holds
+//   D/token             the admin token (system:masters); pods get their
+//                       ServiceAccount's own token (RBAC is enforced)
 //   D/cluster.log       the process's log
+//   D/audit.log         the API emulator's audit log (one JSON line per request)
 //   D/nodes/<n>/root    the node's host root; D/nodes/<n>/sim its GPU state
 //
 // Thread-safety: Run blocks its caller until `stop`; nothing else is shared.

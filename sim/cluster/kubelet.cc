@@ -308,7 +308,49 @@ class Kubelet::Impl {
                                                                          std::string* reason);
   void ReleaseDevices(const std::string& uid);
   void PublishPodResources();
+
+  // A token of the pod's ServiceAccount from the TokenRequest API, as the
+  // real kubelet asks for a projected token.
+  Result<std::string> RequestToken(const Json& pod, const std::string& audience, int64_t seconds);
 };
+
+Result<std::string> Kubelet::Impl::RequestToken(const Json& pod, const std::string& audience,
+                                                int64_t seconds) {
+  const Json meta = pod.value("metadata", Json::object());
+  const Json spec = pod.value("spec", Json::object());
+  const std::string ns = meta.value("namespace", "default");
+  std::string sa = spec.value("serviceAccountName", spec.value("serviceAccount", ""));
+  if (sa.empty()) sa = "default";
+  Json request{{"apiVersion", "authentication.k8s.io/v1"},
+               {"kind", "TokenRequest"},
+               {"spec",
+                {{"expirationSeconds", seconds},
+                 {"boundObjectRef",
+                  {{"apiVersion", "v1"},
+                   {"kind", "Pod"},
+                   {"name", meta.value("name", "")},
+                   {"uid", meta.value("uid", "")}}}}}};
+  if (!audience.empty()) request["spec"]["audiences"] = Json::array({audience});
+  const std::string path = "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token";
+  auto body = client_->Raw("POST", path, request.dump());
+  if (!body.ok() && kube::IsNotFound(body.status()) && sa == "default") {
+    // Every namespace has a "default" ServiceAccount in a real cluster
+    // (kube-controller-manager's serviceaccounts controller, which this
+    // simulator lacks): made on first use.
+    Json def{{"apiVersion", "v1"},
+             {"kind", "ServiceAccount"},
+             {"metadata", {{"name", "default"}, {"namespace", ns}}}};
+    (void)client_->Create(kube::resources::kServiceAccounts, ns, def);
+    body = client_->Raw("POST", path, request.dump());
+  }
+  if (!body.ok()) return body.status().Annotate("ServiceAccount " + ns + "/" + sa);
+  try {
+    return Json::parse(*body).at("status").at("token").get<std::string>();
+  } catch (const std::exception& e) {
+    return Internal("TokenRequest for ServiceAccount " + ns + "/" + sa +
+                    " answered without a token: " + e.what());
+  }
+}
 
 // ---- node -------------------------------------------------------------------
 
@@ -327,8 +369,10 @@ Status Kubelet::Impl::Start() {
   ctx_.get_secret = [this](const std::string& ns, const std::string& name) {
     return client_->Get(kube::resources::kSecrets, ns, name);
   };
-  ctx_.service_account_token = [this](const Json&, const std::string&,
-                                      int64_t) -> Result<std::string> { return opt_.token; };
+  ctx_.service_account_token = [this](const Json& pod, const std::string& audience,
+                                      int64_t seconds) {
+    return RequestToken(pod, audience, seconds);
+  };
   GPUOP_RETURN_IF_ERROR(MakeDirs(ctx_.pods_dir));
   GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/log/pods"));
 

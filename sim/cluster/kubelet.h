@@ -49,12 +49,11 @@ struct KubeletOptions {
   std::string sim_state_dir;  // GPUOP_SIM_STATE of the node; "" : a node without GPUs
   std::string sim_seed;       // GPUOP_SIM_SEED of the node (distinct UUIDs per node)
   std::string cluster_key;    // containers are labelled gpuop.sim/cluster=<key>
-  // In-cluster API access for pods: KUBERNETES_SERVICE_HOST/PORT, the CA and
-  // the token every service account gets.
+  // In-cluster API access for pods: KUBERNETES_SERVICE_HOST/PORT and the CA;
+  // each pod's token comes from the TokenRequest API for its ServiceAccount.
   std::string api_host;
   int api_port = 0;
   std::string ca_file;
-  std::string token;
   // Node description.
   std::string cpu = "16", memory = "64Gi", pods = "110", ephemeral_storage = "100Gi";
   std::string os_image = "Ubuntu 22.04.4 LTS", kernel_version = "5.15.0-105-generic";

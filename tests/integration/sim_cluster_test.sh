@@ -29,6 +29,9 @@
 #     operator acting), its pre-upgrade hook Job upgrades a stale CRD, and
 #     `helm uninstall` leaves nothing behind, object by object and label by
 #     label;
+#   - RBAC enforced throughout (each pod with its ServiceAccount's token):
+#     from the audit log of the whole scenario, no component or operator
+#     request was denied and every grant they hold was used (rbac_check.py);
 #   - `down` leaves no container, network namespace or bridge behind.
 # One cluster for every check (make test's time budget).
 # Usage: sim_cluster_test.sh BUILD_DIR
@@ -116,6 +119,9 @@ k apply -f "$src_dir/deploy/samples/clusterpolicy-host-driver.yaml" >/dev/null
 ready_check="$(dirname "$0")/sim_cluster_ready.py"
 wait_until 240 "the stack ready on both GPU nodes" python3 "$ready_check" || python3 "$ready_check" || true
 k get pods -n gpu-operator -o wide
+# The RBAC in force, for the least-privilege check at the end (rbac_check.py).
+rbac_snapshot() { k get clusterroles,clusterrolebindings,roles,rolebindings -A -o json >"$dir/rbac-$1.json"; }
+rbac_snapshot local
 
 echo "--- what the stack made of the nodes"
 for n in dgx-h100 l40s-4; do
@@ -320,6 +326,7 @@ wait_until 120 "the operator Deployment available" bash -c "[[ \$(kubectl get de
 [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 535.129.03 ]] ||
   fail "ClusterPolicy driver.version: $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}')"
 wait_until 120 "the in-cluster operator rendering the driver DaemonSet" bash -c "kubectl get ds -n gpu-operator -o jsonpath='{.items[*].spec.template.spec.containers[*].image}' | grep -q 'driver:535.129.03'"
+rbac_snapshot install
 
 echo "--- helm upgrade: a host driver; the hook upgrades a stale CRD"
 # An older CRD, as an older chart left it: the pre-upgrade hook Job
@@ -330,6 +337,7 @@ helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
 [[ $(k get crd clusterpolicies.nvidia.com -o jsonpath='{.metadata.annotations.gpuop\.io/crd-version}') != 0 ]] ||
   fail "the pre-upgrade hook did not upgrade the CRD"
 wait_until 240 "the stack ready under the Helm-installed operator" python3 "$ready_check" || python3 "$ready_check" || true
+rbac_snapshot upgrade
 helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
   --set driver.version=550.127.05 >"$dir/helm.log" 2>&1 || fail "helm upgrade: $(cat "$dir/helm.log")"
 [[ $(k get clusterpolicy cluster-policy -o jsonpath='{.spec.driver.version}') == 550.127.05 ]] ||
@@ -341,6 +349,10 @@ helm uninstall gpu-operator --namespace gpu-operator --wait --timeout 5m >"$dir/
 wait_until 60 "the operator gone" bash -c "[[ -z \$(kubectl get pods -n gpu-operator -o name) ]]"
 check_clean "helm uninstall"
 [[ -z $(helm list -n gpu-operator -q) ]] || fail "helm still lists a release"
+
+echo "--- least privilege: every component's requests against its RBAC"
+python3 "$(dirname "$0")/rbac_check.py" gpu-operator "$dir/audit.log" "$dir"/rbac-*.json ||
+  fail "RBAC: a request denied or a grant unused (above)"
 
 echo "--- down"
 key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
