@@ -121,8 +121,10 @@ Rbac RbacFor(Component c) {
       return {.cluster = {},
               .namespaced = {{"", {"pods"}, {"get"}}, {"apps", {"daemonsets"}, {"get"}}}};
     case Component::kDcgmExporter:
-    case Component::kNodeStatusExporter:
       return {};  // no API access: GPUs from NVML, pods from the kubelet's pod-resources
+    case Component::kNodeStatusExporter:
+      // Its node's allocatable GPUs (the device plugin's metric).
+      return {.cluster = {{"", {"nodes"}, {"get"}}}, .namespaced = {}};
     case Component::kOperatorValidator:
       // Its node's capacity (plugin check, watched); the CUDA and plugin
       // workload pods it creates, watches and deletes in its namespace; the

@@ -1101,6 +1101,8 @@ TEST(RenderTest, NodeStatusExporterWhenEnabled) {
   cp["spec"]["nodeStatusExporter"]["enabled"] = true;
   std::vector<RenderedObject> objects = Render(cp).Of(Component::kNodeStatusExporter);
   EXPECT_THAT(Describe(objects), ElementsAre("ServiceAccount/nvidia-node-status-exporter",
+                                             "ClusterRole/gpuop-node-status-exporter",
+                                             "ClusterRoleBinding/gpuop-node-status-exporter",
                                              "Service/nvidia-node-status-exporter",
                                              "DaemonSet/nvidia-node-status-exporter"));
   EXPECT_EQ(Find(objects, "Service/nvidia-node-status-exporter")["spec"]["ports"][0]["port"], 8000);

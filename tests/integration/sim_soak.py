@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Soak: gpuop's stack on `gpuop sim cluster` under churn, then checked for
+leaks and lost state.
+
+  sim_soak.py --dir CLUSTER_DIR --gpuop GPUOP --image IMAGE --seconds N [--seed S]
+
+Runs against a cluster whose stack is up (sim_cluster_ready.py passes; the
+operator may run anywhere). For N seconds, at random (seeded, so a failing
+run can be replayed with its seed):
+  - GPU pods created (1 or 2 GPUs, `gpuop nvml list`) and deleted;
+  - application XIDs (13, 31, 43: the device plugin must not take the GPU
+    away for them) on a random GPU;
+  - a random component's container killed (the kubelet restarts it);
+  - API faults from the emulator's fault injection: 500s, 429s, dropped
+    watches and latency, for a few seconds at a time.
+The first third is a warm-up: each component's RSS after it is its working
+set. Afterwards the faults are lifted and the soak pods deleted, the stack
+must come back ready, and then:
+  - no component's RSS has grown beyond its working set (1 MiB or 10 %,
+    whichever is larger: allocator noise; a leak of one object per request
+    or pod is far more over thousands of them);
+  - every GPU node's nvidia.com/* labels, allocatable GPUs, CDI specs and MIG
+    layout are what they were before the churn.
+Prints what it did (counts per action, faults fired) and a memory table.
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPU_NODES = ("dgx-h100", "l40s-4")
+# The labels that change by design (gfd stamps each pass).
+VOLATILE_LABELS = ("nvidia.com/gfd.timestamp",)
+# Killed at random: each restarts under its kubelet.
+KILLABLE = ("nvidia-device-plugin", "gpu-feature-discovery", "nvidia-dcgm-exporter",
+            "nvidia-container-toolkit-ctr", "node-discovery")
+FAULTS = ("error=500,rate=0.2,count=30;error=429,verb=list,rate=0.3,count=10,retry-after=1;"
+          "drop-watch=3,count=5;latency=150ms,rate=0.2,count=40")
+
+
+def kubectl(*args, check=True):
+    r = subprocess.run(["kubectl", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError("kubectl %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r.stdout
+
+
+def get(*args):
+    return json.loads(kubectl("get", *args, "-o", "json"))
+
+
+class Emulator:
+    """The API emulator's control endpoint (fault injection)."""
+
+    def __init__(self, cluster_dir):
+        cfg = yaml.safe_load(open(os.path.join(cluster_dir, "kubeconfig")))
+        self.url = cfg["clusters"][0]["cluster"]["server"]
+        self.token = open(os.path.join(cluster_dir, "token")).read().strip()
+        self.ctx = ssl.create_default_context()
+        self.ctx.check_hostname = False
+        self.ctx.verify_mode = ssl.CERT_NONE
+
+    def faults(self, method, spec=None):
+        req = urllib.request.Request(self.url + "/gpuop-sim/faults", method=method,
+                                     data=spec.encode() if spec else None,
+                                     headers={"Authorization": "Bearer " + self.token})
+        with urllib.request.urlopen(req, context=self.ctx, timeout=10) as r:
+            return r.read().decode()
+
+
+def component_rss():
+    """{(node, subcommand): RSS KiB} of every gpuop component process on the host."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
+            if len(argv) < 4 or not argv[0].endswith(b"gpuop") or argv[1] != b"--host-root":
+                continue
+            env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+                       if b"=" in kv)
+            rss = 0
+            for line in open("/proc/%s/smaps_rollup" % pid):
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+        except OSError:
+            continue  # gone meanwhile
+        sub = argv[3].decode()
+        if sub == "validator" and env.get(b"COMPONENT"):
+            continue  # a validator init container: runs once
+        key = (env.get(b"NODE_NAME", b"?").decode(), sub)
+        out[key] = max(out.get(key, 0), rss)
+    return out
+
+
+def node_state(cluster_dir, gpuop):
+    """What must survive the churn, per GPU node."""
+    state = {}
+    nodes = {n["metadata"]["name"]: n for n in get("nodes")["items"]}
+    for name in GPU_NODES:
+        n = nodes[name]
+        labels = {k: v for k, v in n["metadata"].get("labels", {}).items()
+                  if k.startswith("nvidia.com/") and k not in VOLATILE_LABELS}
+        specs = {}
+        for path in sorted(glob.glob(os.path.join(cluster_dir, "nodes", name, "root/var/run/cdi/*"))):
+            specs[os.path.basename(path)] = open(path).read()
+        mig = subprocess.run([gpuop, "sim", "cluster", "exec", "--dir", cluster_dir, "--node", name, "--",
+                              gpuop, "nvml", "list"], capture_output=True, text=True, check=True).stdout
+        state[name] = {
+            "labels": labels,
+            "allocatable": n["status"].get("allocatable", {}).get("nvidia.com/gpu"),
+            "cdi": specs,
+            "gpus": mig,
+        }
+    return state
+
+
+def wait_ready(timeout):
+    deadline = time.time() + timeout
+    last = ""
+    while time.time() < deadline:
+        r = subprocess.run([sys.executable, os.path.join(HERE, "sim_cluster_ready.py")],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            return
+        last = r.stdout + r.stderr
+        time.sleep(2)
+    raise RuntimeError("the stack did not come back ready in %d s: %s" % (timeout, last.strip()[-500:]))
+
+
+class Churn:
+    def __init__(self, args, emulator):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.emulator = emulator
+        self.pods = 0
+        self.counts = {}
+        self.faults_until = 0.0
+
+    def count(self, what):
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def create_pod(self):
+        node = self.rng.choice(GPU_NODES)
+        self.pods += 1
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "soak-%d" % self.pods, "namespace": "default", "labels": {"soak": "1"}},
+               "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
+                        "containers": [{"name": "main", "image": self.args.image,
+                                        "command": ["gpuop", "nvml", "list"],
+                                        "resources": {"limits": {"nvidia.com/gpu": self.rng.choice([1, 2])}}}]}}
+        r = subprocess.run(["kubectl", "apply", "-f", "-"], input=json.dumps(pod), capture_output=True, text=True)
+        self.count("pod created" if r.returncode == 0 else "pod create refused (API fault)")
+
+    def delete_finished(self):
+        r = subprocess.run(["kubectl", "delete", "pods", "-n", "default", "-l", "soak=1",
+                            "--field-selector", "status.phase!=Running,status.phase!=Pending",
+                            "--wait=false"], capture_output=True, text=True)
+        self.count("pods deleted" if r.returncode == 0 else "pod delete refused (API fault)")
+
+    def xid(self):
+        node = self.rng.choice(GPU_NODES)
+        gpus = 8 if node == "dgx-h100" else 4
+        gpu, xid = self.rng.randrange(gpus), self.rng.choice([13, 31, 43])
+        subprocess.run([self.args.gpuop, "sim", "cluster", "exec", "--dir", self.args.dir, "--node", node, "--",
+                        self.args.gpuop, "sim", "gpu", "inject", "--gpu", str(gpu), "--xid", str(xid)],
+                       capture_output=True, check=True)
+        self.count("XID %d" % xid)
+
+    def kill(self):
+        node, container = self.rng.choice(GPU_NODES), self.rng.choice(KILLABLE)
+        names = subprocess.run(["podman", "ps", "--filter", "label=gpuop.sim/node=" + node, "--filter",
+                                "label=io.kubernetes.container.name=" + container, "--format", "{{.Names}}"],
+                               capture_output=True, text=True).stdout.split()
+        if names:
+            subprocess.run(["podman", "kill", names[0]], capture_output=True)
+            self.count("killed " + container)
+
+    def api_faults(self):
+        if time.time() < self.faults_until:
+            return
+        self.emulator.faults("PUT", FAULTS)
+        self.faults_until = time.time() + self.rng.uniform(3, 8)
+        self.count("API fault window")
+
+    def step(self):
+        if self.faults_until and time.time() >= self.faults_until:
+            self.emulator.faults("DELETE")
+            self.faults_until = 0.0
+        action = self.rng.choices([self.create_pod, self.delete_finished, self.xid, self.kill, self.api_faults],
+                                  weights=[5, 3, 2, 1, 1])[0]
+        try:
+            action()
+        except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+            self.count("action failed: %s" % type(e).__name__)
+        time.sleep(self.rng.uniform(0.2, 1.0))
+
+    def run_for(self, seconds):
+        end = time.time() + seconds
+        while time.time() < end:
+            self.step()
+
+    def stop(self):
+        self.emulator.faults("DELETE")
+        kubectl("delete", "pods", "-n", "default", "-l", "soak=1", "--wait=true", "--timeout=120s", check=False)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--gpuop", required=True)
+    ap.add_argument("--image", required=True)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    args = ap.parse_args()
+    print("soak: %.0f s, seed %d (replay with --seed %d)" % (args.seconds, args.seed, args.seed))
+
+    before = node_state(args.dir, args.gpuop)
+    churn = Churn(args, Emulator(args.dir))
+    start = time.time()
+    try:
+        churn.run_for(args.seconds / 3)
+        warm = component_rss()
+        churn.run_for(args.seconds * 2 / 3)
+    finally:
+        churn.stop()
+    wait_ready(180)
+    time.sleep(5)  # let a restarted component finish its first pass
+    after_rss = component_rss()
+    after = node_state(args.dir, args.gpuop)
+    print("soak: churned %.0f s: %s" % (time.time() - start,
+                                       ", ".join("%s %d" % kv for kv in sorted(churn.counts.items()))))
+
+    failures = []
+    print("| node | component | RSS after warm-up | RSS after the soak |")
+    print("| --- | --- | --- | --- |")
+    for key in sorted(after_rss):
+        w, a = warm.get(key), after_rss[key]
+        print("| %s | %s | %s | %.1f MiB |" % (key[0], key[1], "%.1f MiB" % (w / 1024) if w else "—", a / 1024))
+        if w and a - w > max(1024, w // 10):
+            failures.append("%s on %s grew from %.1f to %.1f MiB" % (key[1], key[0], w / 1024, a / 1024))
+    for node in GPU_NODES:
+        for what in ("labels", "allocatable", "cdi", "gpus"):
+            if before[node][what] != after[node][what]:
+                failures.append("%s on %s changed:\n  before %s\n  after  %s" % (
+                    what, node, json.dumps(before[node][what], sort_keys=True)[:800],
+                    json.dumps(after[node][what], sort_keys=True)[:800]))
+    for f in failures:
+        print("FAIL: soak: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
