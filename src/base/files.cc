@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <vector>
 
 namespace gpuop {
 namespace {
@@ -54,20 +56,14 @@ Result<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
-Status WriteFileAtomic(const std::string& requested, std::string_view content, mode_t mode) {
+namespace {
+
+// A temporary file beside `requested` (a symlink: beside the file it names,
+// so the link stays), filled by `fill`, chmod, fsync, renamed over it, and
+// the directory fsynced.
+Status ReplaceAtomically(const std::string& requested, mode_t mode,
+                         const std::function<Status(int fd, const std::string& tmp)>& fill) {
   std::string path = requested;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) return FailedPrecondition(path + " is a directory, not a file");
-    // A stream (/dev/stdout, a FIFO): nothing to replace atomically, and a
-    // rename would put a regular file where the device was. Write through.
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return Internal("cannot open " + path + ": " + ErrnoText(errno));
-    Status s = WriteAll(fd, content, path);
-    ::close(fd);
-    return s;
-  }
-  // A symlink to a file: replace the file it names, keep the link.
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
     char* resolved = ::realpath(path.c_str(), nullptr);
@@ -83,7 +79,7 @@ Status WriteFileAtomic(const std::string& requested, std::string_view content, m
   if (fd < 0) {
     return Internal("cannot create a temporary file in " + dir + ": " + ErrnoText(errno));
   }
-  Status s = WriteAll(fd, content, tmp);
+  Status s = fill(fd, tmp);
   if (s.ok() && ::fchmod(fd, mode) != 0) s = Internal("chmod " + tmp + ": " + ErrnoText(errno));
   if (s.ok() && ::fsync(fd) != 0) s = Internal("fsync " + tmp + ": " + ErrnoText(errno));
   ::close(fd);
@@ -100,6 +96,86 @@ Status WriteFileAtomic(const std::string& requested, std::string_view content, m
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+// Up to sizeof(buf) bytes; fewer only at the end of the file. -1: errno.
+ssize_t ReadFull(int fd, char* buf, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::read(fd, buf + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+constexpr size_t kChunk = 65536;
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return FailedPrecondition(path + " is a directory, not a file");
+    // A stream (/dev/stdout, a FIFO): nothing to replace atomically, and a
+    // rename would put a regular file where the device was. Write through.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Internal("cannot open " + path + ": " + ErrnoText(errno));
+    Status s = WriteAll(fd, content, path);
+    ::close(fd);
+    return s;
+  }
+  return ReplaceAtomically(
+      path, mode, [&](int fd, const std::string& tmp) { return WriteAll(fd, content, tmp); });
+}
+
+Status CopyFileAtomic(const std::string& from, const std::string& to, mode_t mode) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Internal("cannot open " + from + ": " + ErrnoText(errno));
+  struct stat st {};
+  if (::stat(to.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(in);
+    return FailedPrecondition(to + " is a directory, not a file");
+  }
+  std::vector<char> buf(kChunk);
+  Status s = ReplaceAtomically(to, mode, [&](int fd, const std::string& tmp) -> Status {
+    for (;;) {
+      ssize_t n = ReadFull(in, buf.data(), buf.size());
+      if (n < 0) return Internal("reading " + from + ": " + ErrnoText(errno));
+      if (n == 0) return Status::Ok();
+      GPUOP_RETURN_IF_ERROR(
+          WriteAll(fd, std::string_view(buf.data(), static_cast<size_t>(n)), tmp));
+    }
+  });
+  ::close(in);
+  return s;
+}
+
+bool SameContents(const std::string& a, const std::string& b) {
+  struct stat sa {
+  }, sb{};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0 || !S_ISREG(sa.st_mode) ||
+      !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size) {
+    return false;
+  }
+  int fa = ::open(a.c_str(), O_RDONLY | O_CLOEXEC);
+  int fb = ::open(b.c_str(), O_RDONLY | O_CLOEXEC);
+  bool same = fa >= 0 && fb >= 0;
+  std::vector<char> ba(kChunk), bb(kChunk);
+  while (same) {
+    ssize_t na = ReadFull(fa, ba.data(), ba.size());
+    ssize_t nb = ReadFull(fb, bb.data(), bb.size());
+    if (na < 0 || na != nb || std::memcmp(ba.data(), bb.data(), static_cast<size_t>(na)) != 0) {
+      same = false;
+    } else if (na == 0) {
+      break;
+    }
+  }
+  if (fa >= 0) ::close(fa);
+  if (fb >= 0) ::close(fb);
+  return same;
 }
 
 Status MakeDirs(const std::string& path, mode_t mode) {

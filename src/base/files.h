@@ -7,9 +7,10 @@
 // Thread-safe: no shared state.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 
 #include "base/status.h"
 
@@ -17,6 +18,11 @@ namespace gpuop {
 
 Result<std::string> ReadFile(const std::string& path);
 Status WriteFileAtomic(const std::string& path, std::string_view content, mode_t mode = 0644);
+// WriteFileAtomic of a file's contents, streamed: a large file (an
+// executable) is never held in memory.
+Status CopyFileAtomic(const std::string& from, const std::string& to, mode_t mode);
+// Two readable regular files with the same bytes, compared in chunks.
+bool SameContents(const std::string& a, const std::string& b);
 // mkdir -p; succeeds when the directory exists already.
 Status MakeDirs(const std::string& path, mode_t mode = 0755);
 bool PathExists(const std::string& path);

@@ -235,21 +235,15 @@ struct ToolkitDaemon::Impl {
     return FingerprintOf(*system, *gpus);
   }
 
+  // Streamed, never read into memory: a 20 MB binary read twice (to
+  // compare) stayed in the heap of every restarted toolkit (the soak).
   Status InstallSelf() {
     if (opt.install_dir.empty() || installed) return Status::Ok();
-    auto bytes = ReadFile(opt.self_exe);
-    if (!bytes.ok()) return bytes.status().Annotate("installing gpuop for the runtime's hooks");
     const std::string dir = Host(opt.install_dir);
     const std::string dest = dir + "/gpuop";
     GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
-    struct stat st {};
-    bool same = false;
-    if (::stat(dest.c_str(), &st) == 0 && static_cast<size_t>(st.st_size) == bytes->size()) {
-      auto old = ReadFile(dest);
-      same = old.ok() && *old == *bytes;
-    }
-    if (!same) {
-      Status s = WriteFileAtomic(dest, *bytes, 0755);
+    if (!SameContents(opt.self_exe, dest)) {
+      Status s = CopyFileAtomic(opt.self_exe, dest, 0755);
       if (!s.ok()) return s.Annotate("installing gpuop for the runtime's hooks");
       LogInfo("installed gpuop for the runtime's hooks", {{"path", dest}});
     }

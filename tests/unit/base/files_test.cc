@@ -79,6 +79,37 @@ TEST_F(FilesTest, AtomicWriteKeepsStreamsAndLinks) {
   EXPECT_FALSE(WriteFileAtomic(dir_, "x").ok());  // a directory is an error
 }
 
+TEST_F(FilesTest, CopyStreamsAFileIntoPlaceAndComparesContents) {
+  // Bigger than one 64 KiB chunk, not a multiple of it.
+  std::string big(200000, 'x');
+  for (size_t i = 0; i < big.size(); i += 7) big[i] = static_cast<char>('a' + i % 26);
+  const std::string from = dir_ + "/from", to = dir_ + "/to";
+  ASSERT_TRUE(WriteFileAtomic(from, big, 0644).ok());
+  EXPECT_FALSE(SameContents(from, to));  // no such file
+  ASSERT_TRUE(WriteFileAtomic(to, "old", 0644).ok());
+  EXPECT_FALSE(SameContents(from, to));
+
+  ASSERT_TRUE(CopyFileAtomic(from, to, 0755).ok());
+  EXPECT_EQ(*ReadFile(to), big);
+  EXPECT_TRUE(SameContents(from, to));
+  struct stat st {};
+  ASSERT_EQ(stat(to.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  EXPECT_EQ(CountEntries(), 2);  // no temporary file left
+
+  // The same size, one byte different in the last chunk.
+  big[big.size() - 3] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(to, big, 0644).ok());
+  EXPECT_FALSE(SameContents(from, to));
+
+  // A missing source names itself and leaves the destination alone.
+  Status s = CopyFileAtomic(dir_ + "/absent", to, 0755);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/absent"), std::string::npos) << s.ToString();
+  EXPECT_EQ(*ReadFile(to), big);
+  EXPECT_EQ(CountEntries(), 2);
+}
+
 TEST_F(FilesTest, ReadMissingIsNotFound) {
   auto r = ReadFile(dir_ + "/none");
   ASSERT_FALSE(r.ok());
