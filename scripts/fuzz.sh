@@ -12,6 +12,8 @@
 #   FUZZ_BUILD=dir                       build dir (default build-fuzz)
 #   GPUOP_BUILD_LOCK=/tmp/x.lock         build under flock (shared machines)
 set -euo pipefail
+# ctest shows only the tail of the output: say which line stopped the script.
+trap 'echo "fuzz: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
@@ -69,15 +71,17 @@ seed cdi_spec min.json '{"cdiVersion":"0.6.0","kind":"nvidia.com/gpu","annotatio
 # ld.so.cache: the host's own, and one ldconfig writes for a two-library root.
 mkdir -p "$seeds/ld_cache"
 [ -f /etc/ld.so.cache ] && cp /etc/ld.so.cache "$seeds/ld_cache/host.cache"
-if command -v ldconfig >/dev/null 2>&1 || [ -x /sbin/ldconfig ]; then
+# ldconfig lives in /sbin, which a non-root user's PATH often lacks (CI).
+ldconfig=$(PATH=$PATH:/usr/sbin:/sbin command -v ldconfig || true)
+if [ -n "$ldconfig" ]; then
   ldroot=$build/seeds-ldroot
   rm -rf "$ldroot" && mkdir -p "$ldroot/etc" "$ldroot/usr/lib"
   echo /usr/lib >"$ldroot/etc/ld.so.conf"
   for lib in libz.so.1 libdl.so.2; do
-    src=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l && /x86-64|64bit|aarch64/ {print $NF; exit}')
+    src=$("$ldconfig" -p 2>/dev/null | awk -v l="$lib" '$1 == l && /x86-64|64bit|aarch64/ {print $NF; exit}')
     [ -n "$src" ] && cp -L "$src" "$ldroot/usr/lib/$lib"
   done
-  PATH=$PATH:/sbin ldconfig -r "$ldroot" 2>/dev/null && cp "$ldroot/etc/ld.so.cache" "$seeds/ld_cache/small.cache"
+  "$ldconfig" -r "$ldroot" 2>/dev/null && cp "$ldroot/etc/ld.so.cache" "$seeds/ld_cache/small.cache"
   rm -rf "$ldroot"
 fi
 
