@@ -81,6 +81,14 @@ int RunOperator(const OperatorFlags& f) {
                               bool ready = !leading.load() || controller.Ready();
                               return http::Response{.status = ready ? 200 : 503,
                                                     .body = ready ? "ok" : "caches not synced yet"};
+                            }},
+                           // Each cache's keys and resourceVersions, to check them against the
+                           // server (tests/integration/informer_check.py) or see why a
+                           // reconcile waits.
+                           {"/debug/informers",
+                            [&] {
+                              return http::Response{.content_type = "application/json",
+                                                    .body = controller.DescribeCaches().dump()};
                             }}},
                           {.counters = &health_connections});
   if (!health.ok()) return Fail(health.status());
@@ -144,7 +152,10 @@ void RegisterOperatorCommand(CLI::App& app, const GlobalOptions&, Action* action
       ->capture_default_str();
   cmd->add_option("--metrics-addr", f->metrics_addr, "Prometheus /metrics address; port 0: any")
       ->capture_default_str();
-  cmd->add_option("--health-addr", f->health_addr, "/healthz and /readyz address; port 0: any")
+  cmd->add_option("--health-addr", f->health_addr,
+                  "/healthz, /readyz and /debug/informers (each informer cache's keys and "
+                  "resourceVersions as JSON, to check the caches against the API server) "
+                  "address; port 0: any")
       ->capture_default_str();
   cmd->add_flag("--leader-elect", f->leader_elect,
                 "Lead through a coordination.k8s.io Lease so one replica acts at a time");

@@ -586,6 +586,23 @@ InformerStats Informer::stats() const {
   return s;
 }
 
+Json Informer::Describe() const {
+  Json out = {{"name", name_},
+              {"resource", options_.resource.ApiVersion() + "/" + options_.resource.resource},
+              {"path", options_.resource.Path(options_.ns)},
+              {"namespace", options_.ns},
+              {"labelSelector", options_.label_selector},
+              {"fieldSelector", options_.field_selector},
+              {"synced", HasSynced()}};
+  Json objects = Json::object();
+  std::shared_lock lock(cache_mu_);
+  out["resourceVersion"] = last_resource_version_;
+  for (const auto& [key, obj] : objects_) objects[key] = ResourceVersion(*obj);
+  lock.unlock();
+  out["objects"] = std::move(objects);
+  return out;
+}
+
 // --- SharedInformerFactory ---
 
 SharedInformerFactory::SharedInformerFactory(Client* client, InformerOptions defaults)
@@ -620,13 +637,17 @@ void SharedInformerFactory::Start(std::stop_token stop) {
   for (auto& [key, informer] : informers_) informer->Start(stop);
 }
 
+std::vector<Informer*> SharedInformerFactory::All() const {
+  std::lock_guard lock(mu_);
+  std::vector<Informer*> all;
+  all.reserve(informers_.size());
+  for (const auto& [key, informer] : informers_) all.push_back(informer.get());
+  return all;
+}
+
 bool SharedInformerFactory::WaitForCacheSync(std::chrono::milliseconds timeout,
                                              std::stop_token stop) {
-  std::vector<Informer*> all;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [key, informer] : informers_) all.push_back(informer.get());
-  }
+  const std::vector<Informer*> all = All();
   const bool forever = timeout >= kForever;
   const auto deadline = forever ? SteadyClock::time_point::max() : SteadyClock::now() + timeout;
   for (Informer* informer : all) {
@@ -646,6 +667,12 @@ void SharedInformerFactory::Stop() {
     for (auto& [key, informer] : informers_) all.push_back(informer.get());
   }
   for (Informer* informer : all) informer->Stop();
+}
+
+Json SharedInformerFactory::Describe() const {
+  Json out = Json::array();
+  for (const Informer* informer : All()) out.push_back(informer->Describe());
+  return out;
 }
 
 }  // namespace gpuop::kube

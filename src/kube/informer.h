@@ -186,6 +186,14 @@ class Informer {
 
   InformerStats stats() const;
 
+  // What this cache holds, to check it against the server (the operator's
+  // /debug/informers): {"name", "resource": "apps/v1/daemonsets", "path" (the
+  // collection to list), "namespace", "labelSelector", "fieldSelector",
+  // "synced", "resourceVersion": LastResourceVersion(), "objects": {key:
+  // metadata.resourceVersion}}. Objects and resourceVersion are one snapshot;
+  // no object is copied.
+  Json Describe() const;
+
  private:
   struct Index {
     IndexFunc func;
@@ -270,11 +278,16 @@ class SharedInformerFactory {
   // True when every informer made so far has synced within `timeout`.
   bool WaitForCacheSync(std::chrono::milliseconds timeout, std::stop_token stop = {});
   void Stop();
+  // An array of Informer::Describe() for every informer made so far.
+  Json Describe() const;
 
  private:
+  // Every informer made so far; they live as long as the factory.
+  std::vector<Informer*> All() const;
+
   Client* const client_;
   const InformerOptions defaults_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Informer>> informers_;  // GUARDED_BY(mu_)
   bool started_ = false;                                        // GUARDED_BY(mu_)
   std::stop_token stop_;                                        // GUARDED_BY(mu_)

@@ -306,6 +306,13 @@ Status Operator::Setup() {
   return Status::Ok();
 }
 
+Json Operator::DescribeCaches() const {
+  if (!factory_) return Json::array();
+  Json out = factory_->Describe();
+  out.push_back(nodes_->Describe());
+  return out;
+}
+
 void Operator::EnqueueAllNodes() {
   if (!nodes_ || !node_controller_) return;
   for (const std::string& key : nodes_->ListKeys()) node_controller_->Enqueue(key);

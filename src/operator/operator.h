@@ -20,8 +20,8 @@
 // Event-driven: no periodic polling; failed passes are retried with the
 // work queue's per-key backoff. An idle cluster sees no writes.
 //
-// Thread-safety: Setup, then Run from one thread; Ready and the metrics
-// accessors from any thread.
+// Thread-safety: Setup, then Run from one thread; Ready, DescribeCaches and
+// the metrics accessors from any thread.
 #pragma once
 
 #include <atomic>
@@ -93,6 +93,10 @@ class Operator {
   // True once the caches have synced (readiness).
   bool Ready() const { return ready_.load(); }
   const OperatorMetrics& metrics() const { return metrics_; }
+  // Every informer cache as kube::Informer::Describe() gives it (an empty
+  // array before Setup): for /debug/informers, to check the caches against
+  // the server. REQUIRES: not concurrent with Setup.
+  Json DescribeCaches() const;
 
  private:
   kube::ReconcileResult ReconcilePolicy(const std::string& key);

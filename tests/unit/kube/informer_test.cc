@@ -649,6 +649,46 @@ TEST(InformerFeedTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   EXPECT_TRUE(recorder.Saw("add ns/f"));
 }
 
+// What /debug/informers serves: each cache's keys and resourceVersions.
+TEST(InformerFeedTest, FactoryDescribesEveryCache) {
+  SharedInformerFactory factory(nullptr);
+  EXPECT_EQ(factory.Describe(), Json::array());
+  Informer& pods = factory.For(resources::kPods, "ns", "app=x", "spec.nodeName=n1");
+  Informer& nodes = factory.For(resources::kNodes);
+  Informer& daemonsets = factory.For(resources::kDaemonSets, "ns");
+  Json pod = Pod("p1", "n1");
+  pod["metadata"]["namespace"] = "ns";
+  pod["metadata"]["resourceVersion"] = "4";
+  pods.Replace({pod}, "5");
+  Json node = Node("n1");
+  node["metadata"]["resourceVersion"] = "2";
+  nodes.Replace({node}, "3");
+  node["metadata"]["resourceVersion"] = "6";
+  nodes.ApplyEvent({WatchEvent::Type::kModified, node});
+  nodes.ApplyEvent({WatchEvent::Type::kAdded, Json::parse(R"({"metadata":
+                        {"name": "n2", "resourceVersion": "7"}})")});
+
+  std::map<std::string, Json> by_resource;
+  for (const Json& d : factory.Describe()) by_resource[d.at("resource")] = d;
+  ASSERT_EQ(by_resource.size(), 3u);
+  EXPECT_EQ(by_resource["v1/pods"], Json::parse(R"({
+    "name": "pods in ns labels app=x fields spec.nodeName=n1", "resource": "v1/pods",
+    "path": "/api/v1/namespaces/ns/pods", "namespace": "ns", "labelSelector": "app=x",
+    "fieldSelector": "spec.nodeName=n1", "synced": true, "resourceVersion": "5",
+    "objects": {"ns/p1": "4"}})"));
+  EXPECT_EQ(by_resource["v1/nodes"], Json::parse(R"({
+    "name": "nodes", "resource": "v1/nodes", "path": "/api/v1/nodes", "namespace": "",
+    "labelSelector": "", "fieldSelector": "", "synced": true, "resourceVersion": "7",
+    "objects": {"n1": "6", "n2": "7"}})"));
+  // Not listed yet: unsynced and empty.
+  const Json& ds = by_resource["apps/v1/daemonsets"];
+  EXPECT_EQ(ds.at("path"), "/apis/apps/v1/namespaces/ns/daemonsets");
+  EXPECT_EQ(ds.at("synced"), false);
+  EXPECT_EQ(ds.at("resourceVersion"), "");
+  EXPECT_EQ(ds.at("objects"), Json::object());
+  EXPECT_EQ(daemonsets.Describe(), ds);
+}
+
 TEST_F(InformerTest, PeriodicResyncRedeliversUpdates) {
   Create(resources::kConfigMaps, ns_, ConfigMap("a"));
   InformerOptions options = Options(resources::kConfigMaps, ns_);
