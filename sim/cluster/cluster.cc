@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -403,6 +404,23 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
         return NotFound("pod " + ns + "/" + pod + " is not on a node of this cluster");
       });
 
+  // `gpuop sim cluster restart-kubelet`: POST /gpuop-sim/nodes/<node>/restart-kubelet
+  // {"downSeconds": S}.
+  (*server)->SetNodeAction([&kubelets, &spec](const std::string& node, const std::string& action,
+                                              const Json& params) -> Status {
+    size_t i = 0;
+    while (i < spec.nodes.size() && spec.nodes[i].name != node) ++i;
+    if (i == spec.nodes.size()) return NotFound("no node \"" + node + "\" in this cluster");
+    if (action != "restart-kubelet") {
+      return NotFound("no node action \"" + action + "\" (there is restart-kubelet)");
+    }
+    const Json& down = params.contains("downSeconds") ? params["downSeconds"] : Json(2);
+    if (!down.is_number() || down.get<double>() < 0 || down.get<double>() > 60) {
+      return InvalidArgument("downSeconds must be a number of seconds from 0 to 60");
+    }
+    return kubelets[i]->Restart(std::chrono::milliseconds(std::lround(down.get<double>() * 1000)));
+  });
+
   // Ready once every node reports Ready.
   for (int i = 0; i < 600 && !stop.stop_requested(); ++i) {
     auto list = client->List(kube::resources::kNodes, "");
@@ -428,6 +446,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   cv.wait(l, stop, [] { return false; });
 
   LogInfo("cluster: stopping");
+  (*server)->SetNodeAction(nullptr);
   for (auto& k : kubelets) k->Stop();
   (*jobs)->Stop();
   (*deployments)->Stop();

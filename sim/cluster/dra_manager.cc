@@ -144,6 +144,18 @@ class DraManager::Impl {
     if (thread_.joinable()) thread_.join();
   }
 
+  void Restart() {
+    Stop();
+    {
+      std::lock_guard l(mu_);
+      plugins_.clear();
+      sockets_.clear();
+      gone_since_.clear();
+      failed_.clear();
+    }
+    (void)Start();
+  }
+
   Result<std::map<std::string, std::vector<std::string>>> PreparePod(const Json& pod) {
     GPUOP_ASSIGN_OR_RETURN(std::vector<PodClaim> claims, ResolvePodClaims(pod));
     if (claims.empty()) return std::map<std::string, std::vector<std::string>>{};
@@ -397,6 +409,7 @@ Result<std::map<std::string, std::vector<std::string>>> DraManager::PreparePod(c
   return impl_->PreparePod(pod);
 }
 void DraManager::ReleasePod(const std::string& pod_uid) { impl_->ReleasePod(pod_uid); }
+void DraManager::Restart() { impl_->Restart(); }
 std::vector<std::string> DraManager::Drivers() const { return impl_->Drivers(); }
 
 }  // namespace gpuop::simcluster

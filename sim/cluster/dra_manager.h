@@ -76,6 +76,11 @@ class DraManager {
   Result<std::map<std::string, std::vector<std::string>>> PreparePod(const nlohmann::json& pod);
   void ReleasePod(const std::string& pod_uid);
 
+  // A kubelet restart: every registration dropped and every plugin's socket
+  // registered again by the next scan, the node's ResourceSlices deleted (the
+  // plugins republish); prepared claims are kept (the kubelet's checkpoint).
+  void Restart();
+
   // The drivers registered now.
   std::vector<std::string> Drivers() const;
 

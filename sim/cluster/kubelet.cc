@@ -236,6 +236,7 @@ class Kubelet::Impl {
 
   Status Start();
   void Stop();
+  Status Restart(std::chrono::milliseconds down);
   Result<std::string> Logs(const std::string& ns, const std::string& pod,
                            const std::string& container, bool previous) const;
 
@@ -287,11 +288,12 @@ class Kubelet::Impl {
   NodeContext ctx_;
   std::unique_ptr<kube::EventRecorder> events_;
   std::unique_ptr<sim::FakeKubelet> devices_;
-  std::unique_ptr<sim::FakePodResources> pod_resources_;
+  std::shared_ptr<sim::FakePodResources> pod_resources_;  // GUARDED_BY(mu_): Restart replaces it
   std::unique_ptr<DraManager> dra_;
   std::unique_ptr<kube::Informer> pods_;
   std::jthread node_thread_;
   std::atomic<bool> stopping_{false};
+  std::mutex restart_mu_;  // one Restart at a time, never during Stop
 
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<PodWorker>> workers_;  // by uid
@@ -389,7 +391,10 @@ Status Kubelet::Impl::Start() {
   auto pr =
       sim::FakePodResources::Start(opt_.host_root + "/var/lib/kubelet/pod-resources/kubelet.sock");
   if (!pr.ok()) return pr.status().Annotate("the pod-resources socket of node " + opt_.node_name);
-  pod_resources_ = std::move(pr).value();
+  {
+    std::lock_guard l(mu_);
+    pod_resources_ = std::move(pr).value();
+  }
   const std::string registry = opt_.host_root + "/var/lib/kubelet/plugins_registry";
   GPUOP_RETURN_IF_ERROR(MakeDirs(registry));
   GPUOP_RETURN_IF_ERROR(MakeDirs(opt_.host_root + "/var/lib/kubelet/plugins"));
@@ -441,6 +446,10 @@ Status Kubelet::Impl::Start() {
 // Node status and lease: capacity from the device plugins, Ready heartbeat.
 void Kubelet::Impl::NodeLoop(std::stop_token stop) {
   Json last_ext;
+  // Device counts of every resource ever registered: after a kubelet restart
+  // a resource keeps its capacity with nothing allocatable until its plugin
+  // registers again (the kubelet's checkpoint).
+  std::map<std::string, size_t> known;
   auto last_heartbeat = Clock::time_point{};
   while (!stop.stop_requested()) {
     Json capacity = {{"cpu", opt_.cpu},
@@ -454,6 +463,12 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
     for (const auto& r : devices_->Registrations()) {
       if (r.accepted) resources.insert(r.resource_name);
     }
+    for (const auto& [r, count] : known) {
+      if (resources.count(r)) continue;
+      capacity[r] = std::to_string(count);
+      allocatable[r] = "0";
+      ext[r] = {count, 0};
+    }
     for (const std::string& r : resources) {
       auto devs = devices_->Devices(r);
       int64_t healthy = std::count_if(devs.begin(), devs.end(), [](auto& d) { return d.healthy; });
@@ -463,6 +478,7 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
       capacity[r] = std::to_string(devs.size());
       allocatable[r] = std::to_string(healthy);
       ext[r] = {devs.size(), healthy};
+      known[r] = devs.size();
     }
     const bool heartbeat = Clock::now() - last_heartbeat > 10s;
     if (ext != last_ext || heartbeat) {
@@ -610,8 +626,10 @@ void Kubelet::Impl::ReleaseDevices(const std::string& uid) {
 
 void Kubelet::Impl::PublishPodResources() {
   std::vector<kubelet::ContainerDevices> list;
+  std::shared_ptr<sim::FakePodResources> server;
   {
     std::lock_guard l(mu_);
+    server = pod_resources_;
     for (const auto& [uid, by_c] : assigned_) {
       auto names = pod_names_.find(uid);
       if (names == pod_names_.end()) continue;
@@ -623,7 +641,7 @@ void Kubelet::Impl::PublishPodResources() {
       }
     }
   }
-  pod_resources_->SetAssignments(std::move(list));
+  if (server) server->SetAssignments(std::move(list));
 }
 
 // ---- pods -------------------------------------------------------------------
@@ -1328,6 +1346,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
 }
 
 void Kubelet::Impl::Stop() {
+  std::lock_guard restart(restart_mu_);
   if (stopping_.exchange(true)) return;
   if (pods_) pods_->Stop();
   std::vector<PodWorker*> ws;
@@ -1352,8 +1371,52 @@ void Kubelet::Impl::Stop() {
   }
   if (devices_) devices_->Stop();
   dra_.reset();
-  if (pod_resources_) pod_resources_->Stop();
+  std::shared_ptr<sim::FakePodResources> pr;
+  {
+    std::lock_guard l(mu_);
+    pr = std::move(pod_resources_);
+  }
+  if (pr) pr->Stop();
   if (events_) events_.reset();
+}
+
+// What a node's plugins see of `systemctl restart kubelet`: the kubelet's
+// sockets go away for `down`; the new kubelet empties the device-plugin
+// directory (each plugin must notice and register again), serves the
+// pod-resources API anew and registers the DRA plugins again. Pods and their
+// containers keep running, as they do under containerd, and device
+// assignments survive (the kubelet's checkpoint): the pod workers stand for
+// the state a real kubelet recovers from the runtime.
+Status Kubelet::Impl::Restart(std::chrono::milliseconds down) {
+  std::lock_guard restart(restart_mu_);
+  if (stopping_)
+    return FailedPrecondition("the kubelet of node " + opt_.node_name + " is stopping");
+  LogInfo("kubelet: restarting",
+          {{"node", opt_.node_name}, {"down_ms", std::to_string(down.count())}});
+  std::shared_ptr<sim::FakePodResources> old;
+  {
+    std::lock_guard l(mu_);
+    old = std::move(pod_resources_);
+  }
+  devices_->Stop();
+  if (old) old->Stop();
+  std::this_thread::sleep_for(down);
+
+  GPUOP_RETURN_IF_ERROR(devices_->Restart());
+  auto pr =
+      sim::FakePodResources::Start(opt_.host_root + "/var/lib/kubelet/pod-resources/kubelet.sock");
+  if (!pr.ok()) return pr.status().Annotate("the pod-resources socket of node " + opt_.node_name);
+  {
+    std::lock_guard l(mu_);
+    pod_resources_ = std::move(pr).value();
+  }
+  PublishPodResources();
+  dra_->Restart();
+  Json node{{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", {{"name", opt_.node_name}, {"uid", opt_.node_name}}}};
+  events_->Event(node, kube::EventType::kNormal, "Starting", "Starting kubelet.");
+  return Status::Ok();
 }
 
 Result<std::string> Kubelet::Impl::Logs(const std::string& ns, const std::string& pod,
@@ -1397,6 +1460,7 @@ Result<std::unique_ptr<Kubelet>> Kubelet::Start(KubeletOptions options, kube::Cl
 Kubelet::Kubelet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Kubelet::~Kubelet() { Stop(); }
 void Kubelet::Stop() { impl_->Stop(); }
+Status Kubelet::Restart(std::chrono::milliseconds down) { return impl_->Restart(down); }
 Result<std::string> Kubelet::Logs(const std::string& ns, const std::string& pod,
                                   const std::string& container, bool previous) const {
   return impl_->Logs(ns, pod, container, previous);

@@ -73,6 +73,13 @@ class Kubelet {
   // Stops every pod's containers (SIGKILL), removes them, stops serving.
   void Stop();
 
+  // A restart of the kubelet, as the node's plugins see it: its sockets are
+  // gone for `down`, then the device-plugin directory is emptied and served
+  // anew, the pod-resources API comes back and DRA plugins register again.
+  // Pods keep running and keep their devices. FailedPrecondition once
+  // stopping.
+  Status Restart(std::chrono::milliseconds down);
+
   // The text of a container's log (CRI prefixes stripped); `previous`: the
   // run before the current one. NotFound naming the pod and container.
   Result<std::string> Logs(const std::string& ns, const std::string& pod,

@@ -290,8 +290,9 @@ struct ApiServer::Impl {
   int port = 0;
   std::thread listener;
 
-  std::mutex log_mu;
-  ApiServer::LogProvider log_provider;  // GUARDED_BY(log_mu)
+  std::mutex hooks_mu;
+  ApiServer::LogProvider log_provider;  // GUARDED_BY(hooks_mu)
+  ApiServer::NodeAction node_action;    // GUARDED_BY(hooks_mu)
 
   std::atomic<bool> stopping{false};
   std::mutex stop_mu;
@@ -947,6 +948,35 @@ bool ApiServer::Impl::HandleControl(const std::string& method, const httplib::Re
   if (path == "/gpuop-sim/bookmarks" && method == "POST") {
     store->SendBookmarks();
     WriteJson(res, 200, Json::object());
+    return true;
+  }
+  if (StartsWith(path, "/gpuop-sim/nodes/")) {
+    std::vector<std::string> seg = Split(path.substr(sizeof("/gpuop-sim/nodes/") - 1), '/');
+    ApiServer::NodeAction act;
+    {
+      std::lock_guard<std::mutex> l(hooks_mu);
+      act = node_action;
+    }
+    if (!act || seg.size() != 2 || seg[0].empty() || seg[1].empty()) {
+      WriteError(res, NotServedError());
+    } else if (method != "POST") {
+      WriteError(res, MethodNotAllowedError({"", "nodes"}, seg[0]));
+    } else {
+      Json params = Json::object();
+      if (!req.body.empty()) {
+        params = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+        if (params.is_discarded() || !params.is_object()) {
+          WriteError(res, BadRequestError("the body of a node action must be a JSON object"));
+          return true;
+        }
+      }
+      Status s = act(seg[0], seg[1], params);
+      if (s.ok()) {
+        WriteJson(res, 200, Json{{"node", seg[0]}, {"action", seg[1]}});
+      } else {
+        WriteError(res, FromStatus(s));
+      }
+    }
     return true;
   }
   WriteError(res, NotServedError());
@@ -1722,15 +1752,20 @@ KubeconfigParams ApiServer::kubeconfig() const {
 }
 
 void ApiServer::SetLogProvider(LogProvider provider) {
-  std::lock_guard<std::mutex> l(impl_->log_mu);
+  std::lock_guard<std::mutex> l(impl_->hooks_mu);
   impl_->log_provider = std::move(provider);
+}
+
+void ApiServer::SetNodeAction(NodeAction action) {
+  std::lock_guard<std::mutex> l(impl_->hooks_mu);
+  impl_->node_action = std::move(action);
 }
 
 void ApiServer::Impl::ServeLog(const RequestTarget& t, const httplib::Request& req,
                                httplib::Response& res) {
   LogProvider provider;
   {
-    std::lock_guard<std::mutex> l(log_mu);
+    std::lock_guard<std::mutex> l(hooks_mu);
     provider = log_provider;
   }
   if (!provider) return WriteError(res, NotServedError());

@@ -19,6 +19,7 @@
 //       GET|DELETE     /gpuop-sim/audit    request counters (audit.h) and store counters
 //       POST           /gpuop-sim/compact  forget watch history: older versions get 410
 //       POST           /gpuop-sim/bookmarks  send a bookmark to every watcher that wants one
+//       POST           /gpuop-sim/nodes/<node>/<action>  a node action (SetNodeAction)
 //
 // With a token, every request but the health checks needs
 // `Authorization: Bearer <token>` (401 with a Status otherwise): the admin
@@ -109,6 +110,14 @@ class ApiServer {
       const std::string& ns, const std::string& pod, const std::string& node,
       const std::string& container, bool previous)>;
   void SetLogProvider(LogProvider provider);
+
+  // Serves POST /gpuop-sim/nodes/<node>/<action> (a control path: admin
+  // only): the cluster simulator's node actions, e.g. restart-kubelet. The
+  // request body (JSON, may be empty) holds the action's parameters; an error
+  // Status becomes the kube Status of its code. Without one, not served.
+  using NodeAction = std::function<Status(const std::string& node, const std::string& action,
+                                          const nlohmann::json& params)>;
+  void SetNodeAction(NodeAction action);
 
   Store& store();
   Registry& registry();

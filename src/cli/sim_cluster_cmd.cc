@@ -1,4 +1,4 @@
-// `gpuop sim cluster up|status|exec|down|run`: a simulated Kubernetes cluster
+// `gpuop sim cluster up|status|exec|restart-kubelet|down|run`: a simulated Kubernetes cluster
 // with GPU nodes (sim/cluster/cluster.h). `up` starts `run` in the background
 // and returns once every node is Ready.
 #include <fcntl.h>
@@ -39,6 +39,7 @@ struct ClusterFlags {
   std::string output = "text";
   std::string node;
   std::vector<std::string> command;
+  double down_s = 2;
 };
 
 int Fail(const std::string& m) {
@@ -289,6 +290,25 @@ int Exec(const GlobalOptions& g, const ClusterFlags& f) {
               " (see gpuop sim cluster status)");
 }
 
+int RestartKubelet(const ClusterFlags& f) {
+  const std::string dir = AbsDir(f.dir);
+  auto st = ReadState(dir);
+  if (!st.ok()) return Fail(st.status().message());
+  if (!Alive(st->value("pid", 0))) {
+    return Fail("the cluster in " + dir + " is not running (gpuop sim cluster status --dir " + dir +
+                ")");
+  }
+  auto rc = kube::LoadKubeconfig(dir + "/kubeconfig");
+  if (!rc.ok()) return Fail(rc.status().message());
+  auto client = kube::Client::New(*rc);
+  if (!client.ok()) return Fail(client.status().message());
+  auto r = (*client)->Raw("POST", "/gpuop-sim/nodes/" + f.node + "/restart-kubelet",
+                          Json{{"downSeconds", f.down_s}}.dump());
+  if (!r.ok()) return Fail("restart the kubelet of node " + f.node + ": " + r.status().message());
+  std::printf("kubelet of node %s restarted\n", f.node.c_str());
+  return kExitOk;
+}
+
 int Run(const ClusterFlags& f) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -359,6 +379,17 @@ void RegisterSimClusterCommand(CLI::App& sim, const GlobalOptions& g, Action* ac
   exec->add_option("--node", f->node, "The node")->required();
   exec->add_option("command", f->command, "The command")->required();
   exec->callback([f, action, &g] { *action = [f, &g] { return Exec(g, *f); }; });
+
+  auto* restart = cluster->add_subcommand(
+      "restart-kubelet",
+      "Restart a node's kubelet: its sockets go away, plugins must register again; pods keep "
+      "running");
+  dir_flag(restart);
+  restart->add_option("--node", f->node, "The node")->required();
+  restart->add_option("--down", f->down_s, "Seconds the kubelet stays down (0 to 60)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
+  restart->callback([f, action] { *action = [f] { return RestartKubelet(*f); }; });
 
   auto* run =
       cluster->add_subcommand("run", "Run the cluster in the foreground (what `up` starts)");

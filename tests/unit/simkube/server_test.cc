@@ -407,6 +407,33 @@ TEST_F(ServerTest, WatchFromACompactedVersionGetsAnExpiredError) {
   EXPECT_EQ(events[0]["object"]["code"], 410);
 }
 
+TEST_F(ServerTest, NodeActionsReachTheClusterSimulator) {
+  // Not served until the cluster simulator sets a handler.
+  EXPECT_EQ(client_->Post("/gpuop-sim/nodes/n1/restart-kubelet", "", "text/plain")->status, 404);
+  std::vector<std::string> calls;
+  server_->SetNodeAction([&](const std::string& node, const std::string& action, const Json& p) {
+    calls.push_back(node + " " + action + " " + p.dump());
+    if (node != "n1") return NotFound("no node \"" + node + "\" in this cluster");
+    return Status::Ok();
+  });
+  auto ok = client_->Post("/gpuop-sim/nodes/n1/restart-kubelet", R"({"downSeconds":1.5})",
+                          "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(BodyOf(ok), Json({{"node", "n1"}, {"action", "restart-kubelet"}}));
+  EXPECT_EQ(client_->Post("/gpuop-sim/nodes/n1/restart-kubelet", "", "text/plain")->status, 200);
+  auto missing = client_->Post("/gpuop-sim/nodes/n9/restart-kubelet", "", "text/plain");
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(BodyOf(missing)["message"], "no node \"n9\" in this cluster");
+  auto bad = client_->Post("/gpuop-sim/nodes/n1/restart-kubelet", "[1]", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(client_->Get("/gpuop-sim/nodes/n1/restart-kubelet")->status, 405);
+  EXPECT_EQ(client_->Post("/gpuop-sim/nodes/n1", "", "text/plain")->status, 404);
+  server_->SetNodeAction(nullptr);
+  EXPECT_EQ(calls, (std::vector<std::string>{"n1 restart-kubelet {\"downSeconds\":1.5}",
+                                             "n1 restart-kubelet {}", "n9 restart-kubelet {}"}));
+}
+
 TEST_F(ServerTest, CrdServesItsCustomResources) {
   Json crd =
       Json::parse(R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
