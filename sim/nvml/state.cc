@@ -260,6 +260,24 @@ Status CheckStateMatches(const SimState& s, const Machine& m, const std::string&
 
 // ---- StateStore ------------------------------------------------------------
 
+namespace {
+
+// Any user may use the simulated driver, as any user may open a real
+// driver's device nodes (mode 0666 by default, NVreg_DeviceFileMode): its
+// files are made readable and writable by all, whoever creates them (a
+// non-root component such as the node-status exporter runs NVML too).
+// chmod by someone else than the owner fails; the owner made it so already.
+constexpr mode_t kSharedFileMode = 0666;
+constexpr mode_t kSharedDirMode = 0777;
+
+Status MakeSharedDir(const std::string& dir) {
+  GPUOP_RETURN_IF_ERROR(MakeDirs(dir, kSharedDirMode));
+  (void)::chmod(dir.c_str(), kSharedDirMode);  // MakeDirs' mode is cut by the umask
+  return Status::Ok();
+}
+
+}  // namespace
+
 StateStore::StateStore(Machine machine, std::string dir)
     : machine_(std::move(machine)),
       dir_(std::move(dir)),
@@ -277,12 +295,13 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const Machine& machine, con
     store->cached_ = std::make_shared<SimState>(InitialState(machine, now_unix_ms));
     return store;
   }
-  GPUOP_RETURN_IF_ERROR(MakeDirs(dir).Annotate("GPUOP_SIM_STATE"));
+  GPUOP_RETURN_IF_ERROR(MakeSharedDir(dir).Annotate("GPUOP_SIM_STATE"));
   GPUOP_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(store->lock_path_, true));
+  (void)::chmod(store->lock_path_.c_str(), kSharedFileMode);
   std::lock_guard<std::mutex> l(store->mu_);
   if (!PathExists(store->path_)) {
-    GPUOP_RETURN_IF_ERROR(
-        WriteFileAtomic(store->path_, SerializeState(InitialState(machine, now_unix_ms))));
+    GPUOP_RETURN_IF_ERROR(WriteFileAtomic(
+        store->path_, SerializeState(InitialState(machine, now_unix_ms)), kSharedFileMode));
   }
   GPUOP_RETURN_IF_ERROR(store->RefreshLocked(true));
   return store;
@@ -356,7 +375,7 @@ Status StateStore::Update(const std::function<Status(SimState&)>& fn) {
   auto next = std::make_shared<SimState>(*cached_);
   GPUOP_RETURN_IF_ERROR(fn(*next));
   if (shared()) {
-    GPUOP_RETURN_IF_ERROR(WriteFileAtomic(path_, SerializeState(*next)));
+    GPUOP_RETURN_IF_ERROR(WriteFileAtomic(path_, SerializeState(*next), kSharedFileMode));
     // We hold the lock, so the file is ours: take its identity without parsing it again.
     int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat fst {};
@@ -623,7 +642,7 @@ Status LoadDriver(StateStore& store, const std::string& version) {
 
 Result<DriverHolder> DriverHolder::Acquire(const std::string& state_dir, const std::string& what) {
   const std::string dir = state_dir + "/holders";
-  GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
+  GPUOP_RETURN_IF_ERROR(MakeSharedDir(dir));
   static std::atomic<uint64_t> counter{0};
   const std::string name =
       std::to_string(::getpid()) + "-" +

@@ -219,6 +219,8 @@ std::string JoinRoot(std::string_view root, std::string_view path) {
 
 Result<FileLock> FileLock::Acquire(const std::string& path, bool exclusive) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // flock needs no write access: a lock file another user made still locks.
+  if (fd < 0 && errno == EACCES) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Internal("opening lock file " + path + ": " + ErrnoText(errno));
   while (::flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0) {
     if (errno == EINTR) continue;

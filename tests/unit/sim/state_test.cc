@@ -1,6 +1,7 @@
 #include "sim/nvml/state.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,6 +200,41 @@ TEST_F(StateTest, KilledWriterLeavesThePreviousFile) {
   auto b = Open(dir_);
   ASSERT_TRUE(b);
   EXPECT_EQ((*b->Read())->gpus[0].ecc.dbe_aggregate, 1u);
+}
+
+// Any user may use the simulated driver, as any may open a real driver's
+// 0666 device nodes: a non-root component (the node-status exporter, uid
+// 65532) runs NVML against state a root process made.
+TEST_F(StateTest, AnyUserMayUseTheState) {
+  const std::string dir = dir_ + "/state";
+  auto a = Open(dir);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(InjectEcc(*a, 0, true).ok());
+  ASSERT_TRUE(DriverHolder::Acquire(dir, "pid 1 (test)").ok());
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0u;
+  };
+  EXPECT_EQ(mode(dir), 0777u);
+  EXPECT_EQ(mode(dir + "/holders"), 0777u);
+  EXPECT_EQ(mode(dir + "/lock"), 0666u);
+  EXPECT_EQ(mode(dir + "/state.json"), 0666u);
+  if (::geteuid() != 0) return;               // only root can become another user below
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // mkdtemp's 0700 would keep the user out
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65532) != 0 || ::setuid(65532) != 0) ::_exit(2);
+    auto b = StateStore::Open(machine_, dir, 1000);
+    if (!b.ok() || (*(*b)->Read())->gpus[0].ecc.dbe_aggregate != 1) ::_exit(3);
+    if (!DriverHolder::Acquire(dir, "pid 2 (non-root)").ok()) ::_exit(4);
+    ::_exit(InjectEcc(**b, 1, true).ok() ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: setuid, 3: open or read, 4: holder, 5: update";
+  EXPECT_EQ((*a->Read())->gpus[1].ecc.dbe_aggregate, 1u);
 }
 
 TEST_F(StateTest, OpenFromEnvNeedsAStateDirForControl) {
