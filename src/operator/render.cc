@@ -1019,6 +1019,10 @@ void RenderNodeStatusExporter(const RenderInput& in, std::vector<RenderedObject>
   Json ctr = GpuopContainer("nvidia-node-status-exporter", spec, {"node-status-exporter"}, env,
                             Privilege::kNonRoot, true);
   ctr["ports"] = Json::array({Json{{"name", "metrics"}, {"containerPort", kPort}}});
+  // Read-only: its driver check finds NVML on the host or in the driver
+  // container's root (/run/nvidia/driver, seen through HostToContainer), and
+  // it counts the NVIDIA PCI functions in the host's sysfs.
+  AddHostMount(pod["volumes"], ctr, HostRoot(p));
   AddHostMount(pod["volumes"], ctr, Validations(true));
   pod["containers"].push_back(std::move(ctr));
   out.push_back(

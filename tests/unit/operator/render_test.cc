@@ -675,7 +675,8 @@ TEST(RenderTest, HostMountsAreOnlyWhatEachComponentNeeds) {
         {"/var/run/cdi", {"/host/var/run/cdi (rw)"}},
         {"/etc/nvidia-mig-manager", {"/host/etc/nvidia-mig-manager (rw)"}}}},
       {"nvidia-node-status-exporter",
-       {{"/run/nvidia/validations", {"/host/run/nvidia/validations (ro)"}}}},
+       {{"/", {"/host (ro)"}},
+        {"/run/nvidia/validations", {"/host/run/nvidia/validations (ro)"}}}},
   };
   std::set<std::string> seen;
   for (Component c : kAllComponents) {
