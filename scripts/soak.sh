@@ -38,5 +38,8 @@ for _ in $(seq 60); do kubectl get crd clusterpolicies.nvidia.com >/dev/null 2>&
 kubectl apply -f "$src/deploy/samples/clusterpolicy-host-driver.yaml" >/dev/null
 for _ in $(seq 120); do python3 "$src/tests/integration/sim_cluster_ready.py" >/dev/null 2>&1 && break; sleep 2; done
 python3 "$src/tests/integration/sim_cluster_ready.py"
+# The local operator's health address (its /debug/informers), from its log.
+health=$(sed -n 's/.*operator serving.* health=\([^ ]*\).*/\1/p' "$work/operator.log" | head -1)
 python3 "$src/tests/integration/sim_soak.py" --dir "$work" --gpuop "$gpuop" \
-  --image "ghcr.io/gpuop/gpuop:$version" --seconds "$seconds" ${SOAK_SEED:+--seed "$SOAK_SEED"}
+  --image "ghcr.io/gpuop/gpuop:$version" --seconds "$seconds" ${SOAK_SEED:+--seed "$SOAK_SEED"} \
+  --operator-debug-url "http://$health/debug/informers"

@@ -12,7 +12,9 @@
 #     container), and the exporter attributes them to it; a pod asking for 9
 #     stays Pending with the scheduler's Insufficient message;
 #   - faults: the device plugin's container killed -> restarted and
-#     allocatable back; a toolkit pod deleted -> recreated; XID 79 on a GPU ->
+#     allocatable back; the node's kubelet restarted -> the plugin (not
+#     restarted) registers again, the exporter still attributes the pod's
+#     GPUs; a toolkit pod deleted -> recreated; XID 79 on a GPU ->
 #     allocatable drops by one; a missing hostPath Directory -> FailedMount;
 #     a missing ConfigMap key -> CreateContainerConfigError; an unknown image
 #     -> ErrImagePull; `kubectl logs` works;
@@ -30,8 +32,9 @@
 #     `helm uninstall` leaves nothing behind, object by object and label by
 #     label;
 #   - a short soak under the in-cluster operator (sim_soak.py): GPU pods,
-#     XIDs, killed components and API faults, then every GPU node's labels,
-#     allocatable, CDI specs and GPUs as before and no component grown;
+#     XIDs, GPU resets, kubelet restarts, killed components and API faults,
+#     then every GPU node's labels, allocatable, CDI specs and GPUs as before,
+#     the operator's informer caches equal to the server and no component grown;
 #   - RBAC enforced throughout (each pod with its ServiceAccount's token):
 #     from the audit log of the whole scenario, no component or operator
 #     request was denied and every grant they hold was used (rbac_check.py);
@@ -146,6 +149,20 @@ for uuid in $(awk '/^GPU /{print $NF}' "$dir/h100-gpus.txt" | tr -d '()'); do
 done
 [[ $(grep '^DCGM_FI_DEV_GPU_TEMP{' "$dir/metrics.txt" | wc -l) == 8 ]] || fail "8 GPU temperatures expected"
 
+echo "--- node-status-exporter (off by default): NVIDIA's node gauges, unprivileged"
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"nodeStatusExporter":{"enabled":true}}}' >/dev/null
+wait_until 90 "node-status-exporter Ready on both GPU nodes" bash -c "[[ \$(kubectl get ds nvidia-node-status-exporter -n gpu-operator -o jsonpath='{.status.numberReady}') == 2 ]]"
+rbac_snapshot node-status
+# Its driver check (NVML through the CDI-injected driver, as uid 65532 on a
+# read-only root), the device plugin's capacity from its node, the PCI scan.
+node_gauges() { curl -sf "http://$h100_ip:8000/metrics" | grep -v '^#' | grep 'node="dgx-h100"' | sed 's/{[^}]*}//' | sort | tr '\n' ' '; }
+wait_until 90 "node-status-exporter's gauges on dgx-h100" bash -c "$(declare -f node_gauges); h100_ip=$h100_ip; node_gauges | grep -q 'gpu_operator_node_driver_validation 1 .*gpu_operator_nvidia_pci_devices_total 8'"
+for want in gpu_operator_node_driver_ready gpu_operator_node_toolkit_ready gpu_operator_node_plugin_ready gpu_operator_node_cuda_ready; do
+  [[ " $(node_gauges)" == *" $want 1 "* ]] || fail "node-status-exporter: $want is not 1: $(node_gauges)"
+done
+[[ " $(node_gauges)" == *" gpu_operator_node_device_plugin_devices_total 8 "* ]] ||
+  fail "node-status-exporter: device plugin devices on dgx-h100: $(node_gauges)"
+
 echo "--- a pod with 2 GPUs, and one asking for 9"
 cat > "$dir/pods.yaml" <<EOF
 apiVersion: v1
@@ -220,6 +237,19 @@ restarts() { k get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --
 # the XID below is not lost in the gap before its NVML event set exists.
 wait_until 60 "device plugin restarted and Ready" bash -c "[[ \$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount} {.items[0].status.containerStatuses[0].ready}') == [1-9]*' true' ]]"
 wait_until 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
+# The node's kubelet restarted: its sockets go away and the device-plugin
+# directory is emptied; the plugin (not restarted) must register again, and
+# the exporter find the pod-resources API again.
+dp_restarts=$(restarts)
+dp_log() { podman logs "$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1)" 2>&1; }
+"$gpuop" sim cluster restart-kubelet --dir "$dir" --node dgx-h100 --down 2 >/dev/null ||
+  fail "gpuop sim cluster restart-kubelet"
+k get events --field-selector involvedObject.kind=Node,involvedObject.name=dgx-h100,reason=Starting -o name | grep -q . ||
+  fail "no Starting event on node dgx-h100 after the kubelet restart"
+wait_until 60 "the device plugin registering again after the kubelet restart" bash -c "$(declare -f dp_log); dp_log | grep -q 'kubelet restart'"
+wait_until 60 "allocatable back to 8 after the kubelet restart" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
+[[ $(restarts) == "$dp_restarts" ]] || fail "the device plugin restarted with the kubelet ($dp_restarts -> $(restarts) restarts)"
+wait_until 60 "the exporter attributing two-gpus after the kubelet restart" bash -c "[[ \"\$(curl -sf http://$h100_ip:9400/metrics | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep -c 'pod=\"two-gpus\"')\" == 2 ]]"
 # A toolkit pod deleted: the DaemonSet makes another.
 tk=$(k get pods -n gpu-operator -l app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName=l40s-4 -o name)
 k delete -n gpu-operator "$tk" --wait=false >/dev/null

@@ -3,13 +3,20 @@
 leaks and lost state.
 
   sim_soak.py --dir CLUSTER_DIR --gpuop GPUOP --image IMAGE --seconds N [--seed S]
+              [--operator-debug-url URL]
 
 Runs against a cluster whose stack is up (sim_cluster_ready.py passes; the
-operator may run anywhere). For N seconds, at random (seeded, so a failing
+operator may run anywhere: its /debug/informers is found from the
+gpu-operator Deployment unless --operator-debug-url names it). For N seconds, at random (seeded, so a failing
 run can be replayed with its seed):
   - GPU pods created (1 or 2 GPUs, `gpuop nvml list`) and deleted;
   - application XIDs (13, 31, 43: the device plugin must not take the GPU
     away for them) on a random GPU;
+  - XID 48 (double-bit ECC: the GPU must be reset) on a random GPU, and the
+    reset a few seconds later (the device plugin takes the GPU away and must
+    give it back once the reset clears the driver's recovery action);
+  - a node's kubelet restarted (`gpuop sim cluster restart-kubelet`: the
+    device plugin must register again; pods keep running);
   - a random component's container killed (the kubelet restarts it);
   - API faults from the emulator's fault injection: 500s, 429s, dropped
     watches and latency, for a few seconds at a time.
@@ -20,7 +27,9 @@ must come back ready, and then:
     whichever is larger: allocator noise; a leak of one object per request
     or pod is far more over thousands of them);
   - every GPU node's nvidia.com/* labels, allocatable GPUs, CDI specs and MIG
-    layout are what they were before the churn.
+    layout are what they were before the churn;
+  - every informer cache of the operator equals the server (its
+    /debug/informers against the API: same objects, same resourceVersions).
 Prints what it did (counts per action, faults fired) and a memory table.
 """
 import argparse
@@ -37,6 +46,8 @@ import urllib.request
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import informer_check  # noqa: E402
 GPU_NODES = ("dgx-h100", "l40s-4")
 # The labels that change by design (gfd stamps each pass).
 VOLATILE_LABELS = ("nvidia.com/gfd.timestamp",)
@@ -125,6 +136,21 @@ def node_state(cluster_dir, gpuop):
     return state
 
 
+def operator_debug_url():
+    """/debug/informers of the in-cluster operator (the gpu-operator Deployment)."""
+    deploy = get("deployment", "gpu-operator", "-n", "gpu-operator")
+    selector = ",".join("%s=%s" % kv for kv in deploy["spec"]["selector"]["matchLabels"].items())
+    pods = [p for p in get("pods", "-n", "gpu-operator", "-l", selector)["items"]
+            if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
+    if len(pods) != 1:
+        raise RuntimeError("want one running operator pod, found %d" % len(pods))
+    port = 8081
+    for arg in pods[0]["spec"]["containers"][0].get("args", []):
+        if arg.startswith("--health-addr="):
+            port = int(arg.rsplit(":", 1)[1])
+    return "http://%s:%d/debug/informers" % (pods[0]["status"]["podIP"], port)
+
+
 def wait_ready(timeout):
     deadline = time.time() + timeout
     last = ""
@@ -146,6 +172,7 @@ class Churn:
         self.pods = 0
         self.counts = {}
         self.faults_until = 0.0
+        self.resets = []  # (when, node, gpu): GPUs waiting for their reset
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -172,10 +199,33 @@ class Churn:
         node = self.rng.choice(GPU_NODES)
         gpus = 8 if node == "dgx-h100" else 4
         gpu, xid = self.rng.randrange(gpus), self.rng.choice([13, 31, 43])
-        subprocess.run([self.args.gpuop, "sim", "cluster", "exec", "--dir", self.args.dir, "--node", node, "--",
-                        self.args.gpuop, "sim", "gpu", "inject", "--gpu", str(gpu), "--xid", str(xid)],
-                       capture_output=True, check=True)
+        self.sim_gpu(node, "inject", "--gpu", str(gpu), "--xid", str(xid))
         self.count("XID %d" % xid)
+
+    def sim_gpu(self, node, *args):
+        subprocess.run([self.args.gpuop, "sim", "cluster", "exec", "--dir", self.args.dir, "--node", node, "--",
+                        self.args.gpuop, "sim", "gpu", *args], capture_output=True, check=True)
+
+    def reset_fault(self):
+        node = self.rng.choice(GPU_NODES)
+        gpu = self.rng.randrange(8 if node == "dgx-h100" else 4)
+        if any(n == node and g == gpu for _, n, g in self.resets):
+            return
+        self.sim_gpu(node, "inject", "--gpu", str(gpu), "--xid", "48")
+        self.resets.append((time.time() + self.rng.uniform(2, 6), node, gpu))
+        self.count("XID 48")
+
+    def due_resets(self, all_of_them=False):
+        for r in [r for r in self.resets if all_of_them or r[0] <= time.time()]:
+            self.sim_gpu(r[1], "reset", "--gpu", str(r[2]))
+            self.resets.remove(r)
+            self.count("GPU reset")
+
+    def restart_kubelet(self):
+        node = self.rng.choice(GPU_NODES)
+        subprocess.run([self.args.gpuop, "sim", "cluster", "restart-kubelet", "--dir", self.args.dir, "--node", node,
+                        "--down", "%.1f" % self.rng.uniform(0.5, 3)], capture_output=True, check=True)
+        self.count("kubelet restarted")
 
     def kill(self):
         node, container = self.rng.choice(GPU_NODES), self.rng.choice(KILLABLE)
@@ -197,9 +247,11 @@ class Churn:
         if self.faults_until and time.time() >= self.faults_until:
             self.emulator.faults("DELETE")
             self.faults_until = 0.0
-        action = self.rng.choices([self.create_pod, self.delete_finished, self.xid, self.kill, self.api_faults],
-                                  weights=[5, 3, 2, 1, 1])[0]
+        action = self.rng.choices([self.create_pod, self.delete_finished, self.xid, self.reset_fault,
+                                   self.restart_kubelet, self.kill, self.api_faults],
+                                  weights=[5, 3, 2, 1, 1, 1, 1])[0]
         try:
+            self.due_resets()
             action()
         except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
             self.count("action failed: %s" % type(e).__name__)
@@ -212,6 +264,7 @@ class Churn:
 
     def stop(self):
         self.emulator.faults("DELETE")
+        self.due_resets(all_of_them=True)
         kubectl("delete", "pods", "-n", "default", "-l", "soak=1", "--wait=true", "--timeout=120s", check=False)
 
 
@@ -222,6 +275,8 @@ def main():
     ap.add_argument("--image", required=True)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--operator-debug-url", default="",
+                    help="the operator's /debug/informers (default: the in-cluster operator's)")
     args = ap.parse_args()
     print("soak: %.0f s, seed %d (replay with --seed %d)" % (args.seconds, args.seed, args.seed))
 
@@ -242,6 +297,12 @@ def main():
                                        ", ".join("%s %d" % kv for kv in sorted(churn.counts.items()))))
 
     failures = []
+    emulator = Emulator(args.dir)
+    equal, lines = informer_check.compare(args.operator_debug_url or operator_debug_url(), emulator.url,
+                                          emulator.token, 60)
+    print("\n".join(lines))
+    if not equal:
+        failures.append("the operator's informer caches differ from the server (above)")
     print("| node | component | RSS after warm-up | RSS after the soak |")
     print("| --- | --- | --- | --- |")
     for key in sorted(after_rss):
