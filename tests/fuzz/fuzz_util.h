@@ -1,6 +1,7 @@
 // What the fuzz targets share: an invariant check that reports and aborts
-// (libFuzzer then keeps the input as a crash artifact), and a per-process
-// scratch file for the parsers whose entry point reads a path.
+// (libFuzzer then keeps the input as a crash artifact), a per-process
+// scratch file for the parsers whose entry point reads a path, and the
+// [object, patch] input of the patch targets.
 #pragma once
 
 #include <unistd.h>
@@ -8,13 +9,24 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpuop::fuzz {
 
 inline std::string_view AsText(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
+}
+
+// The input as a JSON array of two, [object, patch]; nullopt for anything else.
+inline std::optional<std::pair<nlohmann::json, nlohmann::json>> ObjectAndPatch(const uint8_t* data,
+                                                                               size_t size) {
+  nlohmann::json in = nlohmann::json::parse(AsText(data, size), nullptr, false);
+  if (in.is_discarded() || !in.is_array() || in.size() != 2) return std::nullopt;
+  return std::make_pair(std::move(in[0]), std::move(in[1]));
 }
 
 // A broken invariant: print what and why, then abort.

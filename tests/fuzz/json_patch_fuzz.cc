@@ -24,10 +24,9 @@ bool HasNullMember(const json& j) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  json in = json::parse(gpuop::fuzz::AsText(data, size), nullptr, false);
-  if (in.is_discarded() || !in.is_array() || in.size() != 2) return 0;
-  const json& doc = in[0];
-  const json& patch = in[1];
+  auto in = gpuop::fuzz::ObjectAndPatch(data, size);
+  if (!in) return 0;
+  const auto& [doc, patch] = *in;
   (void)gpuop::simkube::ApplyJsonPatch(doc, patch);
   json merged = gpuop::simkube::MergePatch(doc, patch);
   Check(gpuop::simkube::MergePatch(merged, patch) == merged, "a merge patch is not idempotent",

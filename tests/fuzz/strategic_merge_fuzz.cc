@@ -24,10 +24,9 @@ const SchemaSet& Schemas() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Json in = Json::parse(gpuop::fuzz::AsText(data, size), nullptr, false);
-  if (in.is_discarded() || !in.is_array() || in.size() != 2) return 0;
-  const Json& object = in[0];
-  const Json& patch = in[1];
+  auto in = gpuop::fuzz::ObjectAndPatch(data, size);
+  if (!in) return 0;
+  const auto& [object, patch] = *in;
   const Schema* schema = nullptr;
   if (object.is_object() && object.value("apiVersion", Json()).is_string() &&
       object.value("kind", Json()).is_string()) {
