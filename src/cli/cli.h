@@ -94,6 +94,8 @@ void RegisterDraPluginCommand(CLI::App& app, const GlobalOptions& g, Action* act
 void RegisterCudaCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 // `gpuop crd apply` and `gpuop uninstall` (lifecycle/uninstall.h): the chart's hooks.
 void RegisterLifecycleCommands(CLI::App& app, const GlobalOptions& g, Action* action);
+// `gpuop doctor`: what is wrong with the cluster's GPU stack (doctor/doctor.h).
+void RegisterDoctorCommand(CLI::App& app, const GlobalOptions& g, Action* action);
 
 // The API-server flags of every subcommand that talks to Kubernetes.
 struct KubeFlags {

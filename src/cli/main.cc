@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
         RegisterDraPluginCommand(app, g, action);
         RegisterCudaCommand(app, g, action);
         RegisterLifecycleCommands(app, g, action);
+        RegisterDoctorCommand(app, g, action);
         RegisterSimCommand(app, g, action);
       });
 }
