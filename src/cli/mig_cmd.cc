@@ -6,6 +6,7 @@
 // config that does not suit these GPUs.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,10 +77,14 @@ int RunApply(const GlobalOptions& g, const MigFlags& f) {
   if (!waiting.empty()) {
     std::vector<std::string> ids;
     for (unsigned i : waiting) ids.push_back(std::to_string(i));
+    // On the simulator (GPUOP_SIM_MACHINE) nvidia-smi does not exist; its reset does.
+    const char* sim = std::getenv("GPUOP_SIM_MACHINE");
+    const std::string reset = sim != nullptr && *sim != '\0'
+                                  ? "gpuop sim gpu reset --gpu " + Join(ids, ",")
+                                  : "nvidia-smi -r -i " + Join(ids, ",");
     return Fail("apply", FailedPrecondition("reset required: GPU " + Join(ids, ", ") +
-                                            " must be reset for the new MIG mode (e.g. "
-                                            "nvidia-smi -r -i " +
-                                            Join(ids, ",") + "), then apply again"));
+                                            " must be reset for the new MIG mode (e.g. " + reset +
+                                            "), then apply again"));
   }
   return kExitOk;
 }

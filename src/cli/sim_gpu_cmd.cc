@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/strings.h"
 #include "cli/cli.h"
@@ -23,9 +24,10 @@ struct InjectOptions {
   std::optional<unsigned> mig_create_fails_after;
 };
 
-// Opens the node's state, runs `op` on it and reports the outcome.
+// Opens the node's state, runs `op` on it and reports the outcome: `done`
+// on stdout, or the error on stderr.
 template <typename Op>
-int RunControl(Op op) {
+int RunControl(Op op, const std::string& done) {
   auto store = sim::OpenStateFromEnv(/*require_shared=*/true);
   if (!store.ok()) {
     std::fprintf(stderr, "error: %s\n", store.status().message().c_str());
@@ -36,7 +38,40 @@ int RunControl(Op op) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return kExitFailure;
   }
+  std::printf("%s\n", done.c_str());
   return kExitOk;
+}
+
+// "all" or a comma-separated list of GPU indices.
+Result<std::vector<unsigned>> ParseGpuList(const std::string& text, const sim::StateStore& store) {
+  std::vector<unsigned> out;
+  if (text == "all") {
+    for (unsigned i = 0; i < store.machine().gpus.size(); ++i) out.push_back(i);
+    return out;
+  }
+  for (const std::string& part : Split(text, ',')) {
+    std::optional<uint64_t> v = ParseUint(Trim(part));
+    if (!v || *v > 1024) {
+      return InvalidArgument("--gpu " + text + ": \"" + part +
+                             "\" is not a GPU index; give indices (0,1) or all");
+    }
+    out.push_back(static_cast<unsigned>(*v));
+  }
+  return out;
+}
+
+// What `inject` did, in a line.
+std::string InjectedText(const InjectOptions& in) {
+  std::string gpu = "GPU " + std::to_string(in.gpu);
+  if (in.xid) {
+    if (in.gi) gpu += " GI " + std::to_string(*in.gi) + " CI " + std::to_string(*in.ci);
+    return gpu + ": XID " + std::to_string(*in.xid) + " injected";
+  }
+  if (!in.ecc.empty()) return gpu + ": " + in.ecc + "-bit ECC error injected";
+  if (in.mig_create_fails_after) {
+    return gpu + ": MIG create fails after " + std::to_string(*in.mig_create_fails_after) + " more";
+  }
+  return gpu + ": lost (fell off the bus)";
 }
 
 }  // namespace
@@ -66,24 +101,32 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
   ci->needs(xid)->needs(gi);
   inject->callback([action, in] {
     *action = [in] {
-      return RunControl([&](sim::StateStore& store) {
-        if (in->xid) return sim::InjectXid(store, in->gpu, *in->xid, in->gi, in->ci);
-        if (!in->ecc.empty()) return sim::InjectEcc(store, in->gpu, in->ecc == "double");
-        if (in->mig_create_fails_after) {
-          return sim::InjectMigCreateFailure(store, in->gpu, *in->mig_create_fails_after);
-        }
-        return sim::MarkGpuLost(store, in->gpu);
-      });
+      return RunControl(
+          [&](sim::StateStore& store) {
+            if (in->xid) return sim::InjectXid(store, in->gpu, *in->xid, in->gi, in->ci);
+            if (!in->ecc.empty()) return sim::InjectEcc(store, in->gpu, in->ecc == "double");
+            if (in->mig_create_fails_after) {
+              return sim::InjectMigCreateFailure(store, in->gpu, *in->mig_create_fails_after);
+            }
+            return sim::MarkGpuLost(store, in->gpu);
+          },
+          InjectedText(*in));
     };
   });
 
-  auto reset_gpu = std::make_shared<unsigned>(0);
-  auto* reset =
-      gpu->add_subcommand("reset", "Reset a GPU: applies a pending MIG mode and clears a lost GPU");
-  reset->add_option("--gpu", *reset_gpu, "GPU index")->required();
-  reset->callback([action, reset_gpu] {
-    *action = [reset_gpu] {
-      return RunControl([&](sim::StateStore& store) { return sim::ResetGpu(store, *reset_gpu); });
+  auto reset_gpus = std::make_shared<std::string>();
+  auto* reset = gpu->add_subcommand(
+      "reset", "Reset GPUs: applies a pending MIG mode and clears a lost GPU or a posted reset");
+  reset->add_option("--gpu", *reset_gpus, "GPU indices, comma-separated (0,3), or all")->required();
+  reset->callback([action, reset_gpus] {
+    *action = [reset_gpus] {
+      return RunControl(
+          [&](sim::StateStore& store) -> Status {
+            GPUOP_ASSIGN_OR_RETURN(std::vector<unsigned> gpus, ParseGpuList(*reset_gpus, store));
+            for (unsigned i : gpus) GPUOP_RETURN_IF_ERROR(sim::ResetGpu(store, i));
+            return Status::Ok();
+          },
+          "reset GPU " + *reset_gpus);
     };
   });
 
@@ -106,9 +149,12 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
                   "Comma-separated GPU instance profiles to create, e.g. 1g.10gb,1g.10gb,2g.20gb");
   mig->callback([action, mo] {
     *action = [mo] {
-      return RunControl([&](sim::StateStore& store) {
-        return sim::SetMigLayout(store, mo->gpu, mo->enable, Split(mo->create, ','));
-      });
+      return RunControl(
+          [&](sim::StateStore& store) {
+            return sim::SetMigLayout(store, mo->gpu, mo->enable, Split(mo->create, ','));
+          },
+          "GPU " + std::to_string(mo->gpu) + ": MIG " + (mo->enable ? "enabled" : "disabled") +
+              (mo->create.empty() ? "" : ", created " + mo->create));
     };
   });
 
@@ -123,12 +169,15 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
                      "load: the driver version to load (default: the machine's)");
   driver->callback([action, driver_op, driver_version] {
     *action = [driver_op, driver_version] {
-      return RunControl([&](sim::StateStore& store) {
-        if (*driver_op == "load" && !driver_version->empty()) {
-          return sim::LoadDriver(store, *driver_version);
-        }
-        return sim::SetDriverLoaded(store, *driver_op == "load");
-      });
+      return RunControl(
+          [&](sim::StateStore& store) {
+            if (*driver_op == "load" && !driver_version->empty()) {
+              return sim::LoadDriver(store, *driver_version);
+            }
+            return sim::SetDriverLoaded(store, *driver_op == "load");
+          },
+          std::string("driver ") + (*driver_op == "load" ? "loaded" : "unloaded") +
+              (driver_version->empty() ? "" : " (" + *driver_version + ")"));
     };
   });
 

@@ -47,7 +47,7 @@ PY
 [[ $("$gpuop" nvml telemetry | wc -l) -eq 9 ]] || fail "nvml telemetry printed the wrong line count"
 
 # A lost GPU gets an error row; the others are still read; exit 1.
-"$gpuop" sim gpu inject --gpu 3 --lost
+[[ $("$gpuop" sim gpu inject --gpu 3 --lost) == "GPU 3: lost (fell off the bus)" ]] || fail "sim gpu inject --lost: no line saying what it did"
 set +e
 "$gpuop" nvml telemetry >"$tmp/tel.txt" 2>&1
 rc=$?
@@ -55,8 +55,14 @@ set -e
 [[ $rc -eq 1 ]] || fail "telemetry with a lost GPU: exit $rc, want 1"
 grep -q '^3    error: GPU 3 (GPU-.*): .*GPU is lost' "$tmp/tel.txt" || fail "no error row for GPU 3: $(cat "$tmp/tel.txt")"
 [[ $(grep -cE '^[0-7] +[0-9]+C' "$tmp/tel.txt") -eq 7 ]] || fail "the 7 healthy GPUs were not all read: $(cat "$tmp/tel.txt")"
-"$gpuop" sim gpu reset --gpu 3
+[[ $("$gpuop" sim gpu reset --gpu 3) == "reset GPU 3" ]] || fail "sim gpu reset: no line saying what it did"
 "$gpuop" nvml telemetry >/dev/null || fail "telemetry still fails after GPU 3 was reset"
+# A GPU list that is not one: a clear error naming the bad entry.
+set +e
+"$gpuop" sim gpu reset --gpu 1,x >"$tmp/out" 2>"$tmp/err"
+rc=$?
+set -e
+[[ $rc -eq 1 && $(cat "$tmp/err") == *'"x" is not a GPU index; give indices (0,1) or all'* ]] || fail "sim gpu reset --gpu 1,x: exit $rc, $(cat "$tmp/err")"
 
 # Errors: one line on stderr, exit 1.
 set +e
