@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/files.h"
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "toolkit/cdi_list.h"
 
@@ -21,6 +22,13 @@ int List(const GlobalOptions& g, std::vector<std::string> dirs) {
   }
   toolkit::CdiListing listing = toolkit::ListCdiDevices(toolkit::ReadCdiSpecDirs(dirs));
   for (const std::string& d : listing.devices) std::printf("%s\n", d.c_str());
+  if (listing.devices.empty() && listing.problems.empty()) {
+    // Said on stderr: stdout stays the (empty) list for scripts.
+    std::fprintf(stderr,
+                 "gpuop cdi list: no CDI devices in %s; write a spec with `gpuop cdi generate` "
+                 "(or let the toolkit write one)\n",
+                 Join(dirs, ", ").c_str());
+  }
   for (const auto& p : listing.problems) {
     std::fprintf(stderr, "gpuop cdi list: broken CDI spec %s: %s\n", p.path.c_str(),
                  p.reason.c_str());

@@ -205,8 +205,11 @@ Result<ConfigureReport> RunConfigure(const ConfigureRequest& request) {
   report.diff = RenderPlanDiff(plan);
   report.notes = plan.notes;
   if (request.dry_run) {
-    report.notes.push_back(plan.changes.empty() ? "dry run: nothing would change"
-                                                : "dry run: nothing was written");
+    // First what happened (nothing), then what a real run would report.
+    report.notes = {plan.changes.empty()
+                        ? "dry run: nothing would change"
+                        : "dry run: nothing was written; without --dry-run it would say:"};
+    for (const std::string& n : plan.notes) report.notes.push_back("  " + n);
     return report;
   }
   for (const FileChange& c : plan.changes) {

@@ -87,8 +87,12 @@ chmod 755 "$hook"
 version=$(sed -n 's/^cdiVersion: "\{0,1\}\([0-9.]*\)"\{0,1\}$/\1/p' "$spec")
 echo "spec $spec: cdiVersion $version"
 
-# `gpuop cdi list` sees what podman will see.
+# `gpuop cdi list` sees what podman will see; with no spec it says so on
+# stderr and lists nothing.
 mkdir -p "$tmp/cdi"
+"$gpuop" cdi list --spec-dir "$tmp/cdi" >"$tmp/list" 2>"$tmp/list.err" || fail "gpuop cdi list failed with no spec"
+[[ ! -s "$tmp/list" && $(cat "$tmp/list.err") == *"no CDI devices in $tmp/cdi; write a spec with"* ]] ||
+  fail "gpuop cdi list with no spec: $(cat "$tmp/list" "$tmp/list.err")"
 cp "$spec" "$tmp/cdi/"
 "$gpuop" cdi list --spec-dir "$tmp/cdi" >"$tmp/list" || fail "gpuop cdi list failed on the spec"
 for name in nvidia.com/gpu=1 nvidia.com/gpu=all "nvidia.com/gpu=$uuid1" nvidia.com/gpu=0:1; do

@@ -68,6 +68,11 @@ for name in containerd-v2 containerd-v3 containerd-imports containerd-none; do
   cmp -s "$tmp/$name.before.files" "$tmp/$name.dry.files" || fail "$name: --dry-run changed files"
   grep -q '^+++ /etc/containerd/conf.d/99-nvidia.toml$' "$tmp/$name.dry" ||
     fail "$name: --dry-run shows no diff of the drop-in"
+  # It says nothing was written before what a real run would say.
+  [[ $(grep -v -e '^[-+@ ]' -e '^---' -e '^+++' "$tmp/$name.dry" | head -1) == "dry run: nothing was written; without --dry-run it would say:" ]] ||
+    fail "$name: --dry-run does not first say that nothing was written: $(cat "$tmp/$name.dry")"
+  grep -qx "  configured containerd runtime handler 'nvidia' (RuntimeClass handler: nvidia)" "$tmp/$name.dry" ||
+    fail "$name: --dry-run does not say what it would configure"
 
   configure "$root" runtime configure --runtime containerd --cdi-enabled --set-as-default \
     >"$tmp/$name.out" || fail "$name: configure failed"
