@@ -60,6 +60,13 @@ bool HasMigResources(const Json& node) {
   return false;
 }
 
+// The GPUs a node should allocate: nvidia.com/gpu.count, or the device
+// plugin's capacity where that says more (it keeps an unhealthy GPU there).
+int64_t ExpectedGpus(const Json& node) {
+  return std::max(Count(kube::Label(node, kGpuCountLabel)).value_or(0),
+                  Count(kube::Capacity(node, kGpu)).value_or(0));
+}
+
 // The controlling owner's name (a pod's DaemonSet or ReplicaSet), or "".
 std::string OwnerName(const Json& obj, std::string* kind = nullptr) {
   for (const kube::OwnerReference& o : kube::OwnerReferences(obj)) {
@@ -324,7 +331,7 @@ void CheckNodeGpus(const Snapshot& s, Findings& out) {
       continue;
     }
 
-    const int64_t want = count.value_or(capacity.value_or(0));
+    const int64_t want = ExpectedGpus(node);
     if (*allocatable >= want) continue;
     const int64_t missing = want - *allocatable;
     std::vector<Unhealthy> gpus;
@@ -352,7 +359,8 @@ void CheckNodeGpus(const Snapshot& s, Findings& out) {
     out.push_back({Severity::kDegraded, NodeRef(node),
                    std::to_string(missing) + " of " + Plural(want, "GPU") +
                        " not allocatable (allocatable nvidia.com/gpu " +
-                       std::to_string(*allocatable) + ", nvidia.com/gpu.count " +
+                       std::to_string(*allocatable) +
+                       (count == want ? ", nvidia.com/gpu.count " : ", capacity ") +
                        std::to_string(want) + ")",
                    cause, FaultFix(gpus, name)});
   }
@@ -671,9 +679,7 @@ std::vector<std::string> DevicePluginPodsToRead(const Snapshot& s) {
   for (const Json& node : s.nodes) {
     if (!IsGpuPresent(node) || HasMigResources(node)) continue;
     const auto allocatable = Count(kube::Allocatable(node, kGpu)).value_or(0);
-    const auto want = Count(kube::Label(node, kGpuCountLabel))
-                          .value_or(Count(kube::Capacity(node, kGpu)).value_or(0));
-    if (allocatable == 0 || allocatable >= want) continue;
+    if (allocatable == 0 || allocatable >= ExpectedGpus(node)) continue;
     if (const Json* pod = PodOfOn(s, plugin_ds, kube::Name(node))) out.push_back(kube::Name(*pod));
   }
   return out;

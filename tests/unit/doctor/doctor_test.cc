@@ -169,6 +169,12 @@ TEST(DoctorTest, NodeMissingGpusNamesTheUnhealthyGpuFromThePluginLog) {
   f = Diagnose(s);
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_THAT(f[0].cause, HasSubstr("reports 1 GPU unhealthy"));
+
+  // Feature discovery counted the lost GPU out; the plugin's capacity still has it.
+  Labels(s)["nvidia.com/gpu.count"] = "7";
+  f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].problem, "1 of 8 GPUs not allocatable (allocatable nvidia.com/gpu 7, capacity 8)");
 }
 
 TEST(DoctorTest, JsonLogLinesAreReadToo) {
