@@ -632,8 +632,7 @@ void DevicePlugin::PushLocked() {
 void DevicePlugin::OnHealth(const std::map<std::string, bool>& changed) {
   std::lock_guard lock(mu_);
   for (const auto& [unit, healthy] : changed) {
-    ++stats_.health_changes;
-    LogInfo(healthy ? "device healthy" : "device unhealthy", {{"unit", unit}});
+    ++stats_.health_changes;  // the health monitor logged it, with its reason
     if (healthy) {
       unhealthy_.erase(unit);
     } else {

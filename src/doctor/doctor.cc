@@ -253,7 +253,11 @@ std::vector<Unhealthy> UnhealthyFromLog(const std::string& log) {
       continue;
     }
     auto f = LogFields(line);
-    if (f["msg"] == "device unhealthy") by_unit[f["unit"]] = f["reason"];
+    // A line without a reason (an older plugin logged each change twice)
+    // keeps the reason already seen.
+    if (f["msg"] == "device unhealthy" && (!f["reason"].empty() || !by_unit.count(f["unit"]))) {
+      by_unit[f["unit"]] = f["reason"];
+    }
     if (f["msg"] == "device healthy again") by_unit.erase(f["unit"]);
   }
   std::vector<Unhealthy> out;

@@ -15,7 +15,9 @@
 #     allocatable back; the node's kubelet restarted -> the plugin (not
 #     restarted) registers again, the exporter still attributes the pod's
 #     GPUs; a toolkit pod deleted -> recreated; XID 79 on a GPU ->
-#     allocatable drops by one; a missing hostPath Directory -> FailedMount;
+#     allocatable drops by one and `gpuop doctor` names the GPU, the XID and
+#     the fix (before the faults it finds only the pod asking for 9 GPUs);
+#     a missing hostPath Directory -> FailedMount;
 #     a missing ConfigMap key -> CreateContainerConfigError; an unknown image
 #     -> ErrImagePull; `kubectl logs` works;
 #   - the driver lost on a node: the validator unready, the ClusterPolicy
@@ -227,6 +229,13 @@ wait_until 90 "ClusterPolicy ready again" python3 "$ready_check"
 wait_until 60 "l40s-4 untainted again" bash -c "! kubectl get node l40s-4 -o jsonpath='{.spec.taints[*].key}' | grep -q gpuop.io/validation-pending"
 wait_until 90 "the GPU pod ran on l40s-4 once validated" bash -c "[[ \$(kubectl get pod one-gpu-l40s -o jsonpath='{.status.phase}') == Succeeded ]]"
 
+echo "--- gpuop doctor: only what is really wrong"
+# The stack is ready; the one problem is nine-gpus, Pending for GPUs no node has.
+doctor() { "$gpuop" doctor --namespace gpu-operator -o json >"$dir/doctor.json" 2>"$dir/doctor.err"; echo $?; }
+[[ $(doctor) == 1 ]] || fail "gpuop doctor: want exit 1 (one finding): $(cat "$dir/doctor.json" "$dir/doctor.err")"
+[[ $(python3 -c "import json; print(' '.join(f['object'] for f in json.load(open('$dir/doctor.json'))))") == pod/default/nine-gpus ]] ||
+  fail "gpuop doctor: want only pod/default/nine-gpus: $(cat "$dir/doctor.json")"
+
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.
 dp=$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1)
@@ -257,6 +266,17 @@ wait_until 90 "toolkit pod recreated" bash -c "p=\$(kubectl get pods -n gpu-oper
 # XID 79 on one GPU: allocatable drops by one.
 "$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" sim gpu inject --gpu 3 --xid 79 >/dev/null
 wait_until 60 "allocatable 7 after XID 79" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 7 ]]"
+# gpuop doctor names the node, the GPU, the XID and what fixes it.
+[[ $(doctor) == 1 ]] || fail "gpuop doctor after XID 79: $(cat "$dir/doctor.json" "$dir/doctor.err")"
+python3 - "$dir/doctor.json" "$(grep -o 'GPU-[0-9a-f-]*' "$dir/h100-gpus.txt" | sed -n 4p)" <<'PY' || fail "gpuop doctor after XID 79 (above)"
+import json, sys
+found = [f for f in json.load(open(sys.argv[1])) if f["object"] == "node/dgx-h100"]
+assert len(found) == 1, found
+f = found[0]
+assert f["severity"] == "degraded" and f["problem"].startswith("1 of 8 GPUs not allocatable"), f
+assert sys.argv[2] in f["cause"] and "XID 79" in f["cause"], f
+assert f["fix"], f
+PY
 # A missing hostPath Directory and an unknown image fail as a kubelet fails them.
 cat > "$dir/bad.yaml" <<EOF
 apiVersion: apps/v1

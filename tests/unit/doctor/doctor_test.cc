@@ -154,7 +154,9 @@ TEST(DoctorTest, NodeMissingGpusNamesTheUnhealthyGpuFromThePluginLog) {
       "ts=2026-12-05T00:02:00.000Z level=info msg=\"device healthy again\" unit=GPU-3 "
       "reason=\"XID 48 (gpu-reset)\"\n"
       "ts=2026-12-05T00:03:00.000Z level=warn msg=\"device unhealthy\" unit=GPU-5 "
-      "reason=\"XID 79 (lost)\"\n";
+      "reason=\"XID 79 (lost)\"\n"
+      // What plugins before 2026-12-05 logged next, without the reason.
+      "ts=2026-12-05T00:03:00.000Z level=info msg=\"device unhealthy\" unit=GPU-5\n";
   auto f = Diagnose(s);
   ASSERT_THAT(f, SizeIs(1));
   EXPECT_EQ(f[0].severity, Severity::kDegraded);
