@@ -603,19 +603,44 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
 
   const std::string state = status.value("state", "");
   auto ready = kube::FindCondition(Json{{"status", status}}, "Ready");
-  // An Event for each state change, as persisted (so a restart repeats none).
-  if (state != old.value("state", "") && events_ != nullptr && ready) {
-    events_->Event(active, state == "ready" ? kube::EventType::kNormal : kube::EventType::kWarning,
-                   ready->reason, ready->message);
+  // An Event and a log line for each state change, as persisted (so a
+  // restart repeats none).
+  if (state != old.value("state", "") && ready) {
+    LogInfo("ClusterPolicy state changed", {{"name", kube::Name(active)},
+                                            {"from", old.value("state", "")},
+                                            {"to", state},
+                                            {"reason", ready->reason},
+                                            {"message", ready->message}});
+    if (events_ != nullptr) {
+      events_->Event(active,
+                     state == "ready" ? kube::EventType::kNormal : kube::EventType::kWarning,
+                     ready->reason, ready->message);
+    }
   }
 
   if (!in.reconcile_error.ok()) {
     metrics_.reconciliation_failed_total++;
     metrics_.reconciliation_status = -1;
     // A spec that does not parse waits for the user to change it; a failed
-    // write is retried with backoff.
+    // write is retried with backoff, but a missing namespace of the
+    // operator's (created after it started) is looked for every 2 s: the
+    // backoff would reach 30 s while the user waits on it.
     if (!policy.ok()) return kube::ReconcileResult::Ok();
+    if (kube::IsNotFound(in.reconcile_error)) {
+      auto ns = client_.Get(res::kNamespaces, "", options_.env.namespace_);
+      if (!ns.ok() && kube::IsNotFound(ns.status())) {
+        if (!awaiting_namespace_.exchange(true)) {
+          LogWarn("waiting for the operator's namespace; checking every 2 s",
+                  {{"namespace", options_.env.namespace_},
+                   {"fix", "kubectl create namespace " + options_.env.namespace_}});
+        }
+        return kube::ReconcileResult::RequeueAfter(std::chrono::seconds(2));
+      }
+    }
     return kube::ReconcileResult::Error(in.reconcile_error);
+  }
+  if (awaiting_namespace_.exchange(false)) {
+    LogInfo("the operator's namespace exists now", {{"namespace", options_.env.namespace_}});
   }
   metrics_.reconciliation_status = state == "ready" ? 1 : 0;
   metrics_.reconciliation_last_success_ts_seconds =

@@ -101,10 +101,10 @@ class Operator {
  private:
   kube::ReconcileResult ReconcilePolicy(const std::string& key);
   kube::ReconcileResult ReconcileNode(const std::string& name);
-  // Applies the namespace's pod-security labels as kPsaFieldManager (none:
-  // removes those gpuop set); writes only when something differs.
   // The opt-in validation taint of one node (node_labels.h).
   Status SyncValidationTaint(const Json& node, bool policy_active);
+  // Applies the namespace's pod-security labels as kPsaFieldManager (none:
+  // removes those gpuop set); writes only when something differs.
   Status SyncPsaLabels(const std::map<std::string, std::string>& wanted);
   Status Cleanup();
   // The parsed active policy (cached by resourceVersion); null without one
@@ -119,6 +119,7 @@ class Operator {
   kube::EventRecorder* events_;
   OperatorMetrics metrics_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> awaiting_namespace_{false};  // its wait was logged
 
   std::unique_ptr<kube::SharedInformerFactory> factory_;
   std::unique_ptr<kube::Informer> nodes_;  // metadata-only cache

@@ -68,11 +68,6 @@ wait_for() {
 
 cat >"$tmp/nodes.yaml" <<'EOF'
 apiVersion: v1
-kind: Namespace
-metadata:
-  name: gpu-operator
----
-apiVersion: v1
 kind: Node
 metadata:
   name: cpu-1
@@ -119,6 +114,17 @@ start_operator
 wait_for "the ClusterPolicy CRD" k get crd clusterpolicies.nvidia.com
 wait_for "the CRD to be served" k get clusterpolicies
 k apply -f "$src_dir/deploy/samples/clusterpolicy.yaml" >/dev/null
+
+# Its namespace does not exist yet: the ClusterPolicy says so, the operator
+# looks for it every 2 s and, once it is there, goes on at once and says so.
+cp_message() { k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
+wait_for "the ClusterPolicy naming the missing namespace" bash -c "$(declare -f k cp_message); cp_message | grep -q 'namespaces \"gpu-operator\" not found'"
+grep -q "waiting for the operator's namespace" "$tmp/operator.log" || fail "no log line about the missing namespace"
+k create namespace gpu-operator >/dev/null
+created=$SECONDS
+wait_for "DaemonSets once the namespace exists" k -n gpu-operator get ds nvidia-device-plugin-daemonset
+((SECONDS - created <= 10)) || fail "the operator took $((SECONDS - created)) s to notice its namespace (it checks every 2 s)"
+wait_for "the log saying the namespace exists" grep -q "the operator's namespace exists now" "$tmp/operator.log"
 
 label() { k get node "$1" -o jsonpath="{.metadata.labels['${2//./\\.}']}"; }
 has_label() { [[ "$(label "$1" "$2")" == "$3" ]]; }
