@@ -47,9 +47,10 @@ void RegisterDoctorCommand(CLI::App& app, const GlobalOptions&, Action* action) 
   auto* cmd = app.add_subcommand(
       "doctor",
       "Check the cluster's GPU stack (ClusterPolicy, GPU nodes, the operator's pods, MIG, driver "
-      "upgrades, conflicting device plugins, Pending GPU pods) and print each problem with its "
-      "cause and fix, the most blocking first. Exit 0 healthy, 1 findings, 2 the cluster "
-      "cannot be read. docs/doctor.md");
+      "upgrades, conflicting device plugins, Pending GPU pods, workloads' CUDA against the "
+      "driver, the runtime and CDI spec, the exporter's ServiceMonitor) and print each problem "
+      "with its cause and fix, the most blocking first. Exit 0 healthy, 1 findings, 2 the "
+      "cluster cannot be read. docs/doctor.md");
   AddKubeFlags(cmd, &f->kube);
   cmd->add_option("--namespace", f->namespace_, "The operator's namespace")
       ->envname("OPERATOR_NAMESPACE")

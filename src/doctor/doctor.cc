@@ -7,6 +7,7 @@
 
 #include "base/json_field.h"
 #include "base/strings.h"
+#include "kube/gpu_pods.h"
 #include "kube/object.h"
 #include "mig/manager.h"
 #include "operator/node_labels.h"
@@ -648,6 +649,251 @@ void CheckPendingPods(const Snapshot& s, Findings& out) {
   }
 }
 
+// ---- CUDA compatibility ----
+
+struct CudaVersion {
+  int major = 0;
+  int minor = 0;
+  auto operator<=>(const CudaVersion&) const = default;
+  std::string Str() const { return std::to_string(major) + "." + std::to_string(minor); }
+};
+
+// "12.4" or "12.4.1"; nullopt when not like that.
+std::optional<CudaVersion> ParseCuda(std::string_view text) {
+  auto parts = Split(std::string(text), '.');
+  if (parts.size() < 2) return std::nullopt;
+  auto major = ParseUint(parts[0]);
+  auto minor = ParseUint(parts[1]);
+  if (!major || !minor) return std::nullopt;
+  return CudaVersion{static_cast<int>(*major), static_cast<int>(*minor)};
+}
+
+// The lowest driver branch whose CUDA version is at least the key: the driver
+// each CUDA toolkit ships with, from NVIDIA's CUDA Toolkit Release Notes
+// ("CUDA Toolkit and Corresponding Driver Versions"; docs.nvidia.com/deploy/
+// cuda-compatibility gives the ranges, 12.x >= 525 and 13.x >= 580). The
+// driver's reported CUDA version is what NVIDIA_REQUIRE_CUDA is checked
+// against, so a minor needs its own branch. 12.7 was never released.
+constexpr struct {
+  CudaVersion cuda;
+  int branch;
+} kDriverBranches[] = {
+    {{12, 0}, 525}, {{12, 1}, 530}, {{12, 2}, 535}, {{12, 3}, 545}, {{12, 4}, 550},
+    {{12, 5}, 555}, {{12, 6}, 560}, {{12, 8}, 570}, {{12, 9}, 575}, {{13, 0}, 580},
+};
+
+// nullopt outside the table (CUDA 11, or newer than it knows).
+std::optional<int> MinDriverBranch(const CudaVersion& v) {
+  if (v < kDriverBranches[0].cuda) return std::nullopt;
+  for (const auto& row : kDriverBranches) {
+    if (row.cuda >= v) return row.branch;
+  }
+  return std::nullopt;
+}
+
+std::string EnvValue(const Json& container, std::string_view name) {
+  const Json& env = Field(container, "env");
+  if (!env.is_array()) return "";
+  for (const Json& e : env) {
+    if (Str(Field(e, "name")) == name) return Str(Field(e, "value"));
+  }
+  return "";
+}
+
+// What a container needs: NVIDIA_REQUIRE_CUDA's "cuda>=X.Y" term (the
+// container toolkit refuses to start it on an older driver), else
+// CUDA_VERSION (the CUDA the image was built with); the CUDA images set both.
+struct CudaNeed {
+  CudaVersion version;
+  std::string from;  // the env variable
+};
+
+std::optional<CudaNeed> CudaNeeded(const Json& container) {
+  // NVIDIA_DISABLE_REQUIRE turns the toolkit's check off, not CUDA's needs.
+  const std::string disable = EnvValue(container, "NVIDIA_DISABLE_REQUIRE");
+  const std::string require =
+      disable == "true" || disable == "1" ? "" : EnvValue(container, "NVIDIA_REQUIRE_CUDA");
+  for (const std::string& term : Split(require, ' ')) {
+    if (!StartsWith(term, "cuda>=")) continue;
+    if (auto v = ParseCuda(std::string_view(term).substr(6))) {
+      return CudaNeed{*v, "NVIDIA_REQUIRE_CUDA"};
+    }
+  }
+  if (auto v = ParseCuda(EnvValue(container, "CUDA_VERSION"))) return CudaNeed{*v, "CUDA_VERSION"};
+  return std::nullopt;
+}
+
+// The CUDA version the node's driver supports, from feature discovery's
+// labels (src/gfd/labels.h: cuda.runtime-version.*, the older cuda.runtime.*).
+std::optional<CudaVersion> DriverCuda(const Json& node) {
+  for (const char* prefix : {"nvidia.com/cuda.runtime-version.", "nvidia.com/cuda.runtime."}) {
+    auto major = Count(kube::Label(node, std::string(prefix) + "major"));
+    auto minor = Count(kube::Label(node, std::string(prefix) + "minor"));
+    if (major && minor) return CudaVersion{static_cast<int>(*major), static_cast<int>(*minor)};
+  }
+  return std::nullopt;
+}
+
+void CheckCuda(const Snapshot& s, Findings& out) {
+  std::map<std::string, const Json*> nodes;
+  for (const Json& node : s.nodes) nodes[kube::Name(node)] = &node;
+  for (const Json& pod : s.gpu_pods) {
+    // The operator's own (the CUDA validator) have their finding from CheckOperatorPods.
+    if (kube::Namespace(pod) == s.namespace_) continue;
+    auto node = nodes.find(kube::PodNodeName(pod));
+    if (node == nodes.end()) continue;
+    auto have = DriverCuda(*node->second);
+    if (!have) continue;
+    const Json& containers = Field(Field(pod, "spec"), "containers");
+    if (!containers.is_array()) continue;
+    for (const Json& c : containers) {
+      auto need = CudaNeeded(c);
+      if (!need || need->version <= *have) continue;
+      // Without NVIDIA_REQUIRE_CUDA a newer minor of the same major still
+      // starts, under CUDA's minor version compatibility, with fewer features.
+      const bool minor_compat = need->from == "CUDA_VERSION" && need->version.major == have->major;
+      const std::string name = node->first;
+      const std::string driver =
+          LabelOr(*node->second, "nvidia.com/cuda.driver-version.full", "unknown version");
+      auto branch = MinDriverBranch(need->version);
+      const std::string upgrade =
+          branch
+              ? "upgrade the driver to the " + std::to_string(*branch) + " branch or later (CUDA " +
+                    need->version.Str() + " needs driver >= " + std::to_string(*branch) +
+                    "): set driver.version in the ClusterPolicy (helm "
+                    "upgrade gpu-operator deploy/helm/gpu-operator -n " +
+                    s.namespace_ + " --reuse-values --set driver.version=<a " +
+                    std::to_string(*branch) + ".x release>; docs/driver-upgrade.md)"
+              : "upgrade the driver to one that supports CUDA " + need->version.Str() +
+                    " (NVIDIA's CUDA release notes list the minimum)";
+      out.push_back(
+          {minor_compat ? Severity::kWarning : Severity::kDegraded, PodRef(pod),
+           "container " + Str(Field(c, "name")) + " needs CUDA " + need->version.Str() + " (" +
+               need->from + ") but node " + name + "'s driver " + driver + " supports CUDA " +
+               have->Str(),
+           minor_compat ? "it runs under CUDA minor version compatibility: PTX JIT and features "
+                          "newer than CUDA " +
+                              have->Str() + " fail"
+           : need->from == "NVIDIA_REQUIRE_CUDA"
+               ? "the container toolkit refuses to start it (unsatisfied condition: cuda>=" +
+                     need->version.Str() + ")"
+               : "CUDA " + need->version.Str() + " does not run on a CUDA " +
+                     std::to_string(have->major) + " driver",
+           upgrade + "; or run an image built for CUDA " + have->Str() +
+               " or older; or, on datacenter GPUs, keep the driver and add CUDA forward "
+               "compatibility (the cuda-compat package of " +
+               need->version.Str() + ") to the image"});
+      break;  // one finding per pod
+    }
+  }
+}
+
+// ---- Container runtime and CDI ----
+
+// What a runtime error says is missing on the node; "" for other errors.
+std::string RuntimeFault(const std::string& message) {
+  if (message.find("no runtime for \"nvidia\" is configured") != std::string::npos) {
+    return "the container runtime has no \"nvidia\" runtime configured";
+  }
+  if (message.find("unresolvable CDI devices") != std::string::npos) {
+    return "the CDI spec lacks a device a pod asks for (stale or missing)";
+  }
+  return "";
+}
+
+void CheckRuntime(const Snapshot& s, Findings& out) {
+  struct Fault {
+    std::string message;  // the first seen
+    std::set<std::string> pods;
+  };
+  std::map<std::pair<std::string, std::string>, Fault> faults;  // (node, fault)
+  auto add = [&](const Json& pod, const std::string& message) {
+    const std::string fault = RuntimeFault(message);
+    if (fault.empty()) return;
+    Fault& f = faults[{kube::PodNodeName(pod), fault}];
+    if (f.message.empty()) f.message = LastLine(message);
+    f.pods.insert(PodRef(pod));
+  };
+  // A sandbox Event counts while its pod still waits for a sandbox: Pending
+  // on a node, not PodReadyToStartContainers (an Event outlives its fault).
+  std::map<std::string, const Json*> waiting;  // ns/name
+  for (const Json& pod : s.pending_pods) {
+    auto sandbox = kube::FindCondition(pod, "PodReadyToStartContainers");
+    if (kube::PodNodeName(pod).empty() || (sandbox && sandbox->status == "True")) continue;
+    waiting[kube::Namespace(pod) + "/" + kube::Name(pod)] = &pod;
+  }
+  for (const Json& e : s.sandbox_events) {
+    const Json& obj = Field(e, "involvedObject");
+    auto pod = waiting.find(Str(Field(obj, "namespace")) + "/" + Str(Field(obj, "name")));
+    if (pod != waiting.end()) add(*pod->second, Str(Field(e, "message")));
+  }
+  // A container that cannot be created says why in its waiting state.
+  for (const auto* list : {&s.pending_pods, &s.gpu_pods}) {
+    for (const Json& pod : *list) {
+      const Json& statuses = Field(Field(pod, "status"), "containerStatuses");
+      if (kube::PodNodeName(pod).empty() || !statuses.is_array()) continue;
+      for (const Json& cs : statuses) {
+        add(pod, Str(Field(Field(Field(cs, "state"), "waiting"), "message")));
+      }
+    }
+  }
+  const std::string toolkit_ds = op::ComponentDaemonSetName(op::Component::kContainerToolkit);
+  for (const auto& [key, f] : faults) {
+    const auto& [node, fault] = key;
+    std::vector<std::string> names(f.pods.begin(), f.pods.end());
+    if (names.size() > 3) {
+      names.resize(3);
+      names.push_back("...");
+    }
+    const Json* toolkit = PodOfOn(s, toolkit_ds, node);
+    const std::string fix =
+        toolkit ? "the container toolkit writes both as it starts: kubectl delete pod -n " +
+                      s.namespace_ + " " + kube::Name(*toolkit) +
+                      " (its DaemonSet restarts it), then read why they were stale: kubectl "
+                      "logs -n " +
+                      s.namespace_ + " " + kube::Name(*toolkit)
+                : "no container toolkit pod runs on the node, which writes the runtime config "
+                  "and the CDI spec: kubectl get daemonset -n " +
+                      s.namespace_ + " " + toolkit_ds +
+                      "; check the ClusterPolicy's toolkit.enabled and the node's taints";
+    out.push_back({Severity::kBlocking, "node/" + node,
+                   fault + ": " + Plural(static_cast<int64_t>(f.pods.size()), "pod") +
+                       " cannot start (" + Join(names, ", ") + ")",
+                   f.message, fix});
+  }
+}
+
+// ---- Monitoring ----
+
+// The Service gpuop's operator (and NVIDIA's) creates for the exporter.
+constexpr const char* kExporterServiceApp = "nvidia-dcgm-exporter";
+
+void CheckMonitoring(const Snapshot& s, Findings& out) {
+  if (!s.service_monitors) return;  // no Prometheus Operator: nothing to tell
+  for (const Json& sm : *s.service_monitors) {
+    const Json& match = Field(Field(Field(sm, "spec"), "selector"), "matchLabels");
+    if (Str(Field(match, "app")) == kExporterServiceApp) return;
+  }
+  for (const Json& cp : s.cluster_policies) {
+    const Json& enabled = Field(Field(Field(cp, "spec"), "dcgmExporter"), "enabled");
+    if ((enabled.is_boolean() && !enabled.get<bool>()) ||
+        Str(Field(Field(cp, "status"), "state")) == "ignored") {
+      continue;
+    }
+    out.push_back(
+        {Severity::kWarning, "clusterpolicy/" + kube::Name(cp),
+         "the Prometheus Operator is installed but no ServiceMonitor scrapes the GPU exporter",
+         "the API serves monitoring.coreos.com ServiceMonitors and dcgmExporter is enabled, but "
+         "none selects the exporter's Service (app=" +
+             std::string(kExporterServiceApp) + " in " + s.namespace_ +
+             "): no GPU metrics reach Prometheus. gpuop's operator renders none itself "
+             "(dcgmExporter.serviceMonitor.enabled is accepted, not acted on)",
+         "kubectl apply -f deploy/monitoring/servicemonitor.yaml, its namespace set to " +
+             s.namespace_ +
+             " and its release label to what your Prometheus selects (docs/monitoring.md)"});
+  }
+}
+
 }  // namespace
 
 const char* SeverityName(Severity s) {
@@ -672,9 +918,24 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
   CheckOperatorPods(s, out);
   CheckMig(s, out);
   CheckPendingPods(s, out);
+  CheckCuda(s, out);
+  CheckRuntime(s, out);
+  CheckMonitoring(s, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
   return out;
+}
+
+bool IsGpuWorkload(const Json& pod) {
+  const Json& containers = Field(Field(pod, "spec"), "containers");
+  if (!containers.is_array()) return false;
+  for (const Json& c : containers) {
+    if (kube::RequestsGpuResource(Field(c, "resources")) ||
+        !EnvValue(c, "NVIDIA_REQUIRE_CUDA").empty() || !EnvValue(c, "CUDA_VERSION").empty()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<std::string> DevicePluginPodsToRead(const Snapshot& s) {

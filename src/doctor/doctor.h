@@ -19,13 +19,19 @@
 //     containers (the validator's checks) with their termination message;
 //   - MIG: mig.config.state=failed (the manager's failure annotation), a
 //     config on a node that is not MIG-capable;
-//   - Pending pods that request nvidia.com/gpu and fit nowhere.
+//   - Pending pods that request nvidia.com/gpu and fit nowhere;
+//   - pods that need a newer CUDA than their node's driver supports
+//     (NVIDIA_REQUIRE_CUDA or CUDA_VERSION against the gfd labels);
+//   - nodes whose container runtime has no "nvidia" runtime or whose CDI spec
+//     lacks a device a pod asks for (the pods' sandbox Events and statuses);
+//   - the Prometheus Operator present but no ServiceMonitor for the exporter.
 //
 // Thread-safety: pure functions over values.
 #pragma once
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +47,15 @@ struct Snapshot {
   std::vector<Json> operator_pods;  // every pod in namespace_
   std::vector<Json> daemonsets;     // every namespace
   std::vector<Json> pending_pods;   // status.phase=Pending, every namespace
+  // Pods not Succeeded or Failed, bound to a node, that IsGpuWorkload; every namespace.
+  std::vector<Json> gpu_pods;
   // Warning Events about Nodes (the upgrade controller's, the MIG manager's).
   std::vector<Json> node_events;
+  // Warning Events FailedCreatePodSandBox about Pods (the runtime's error).
+  std::vector<Json> sandbox_events;
+  // Every ServiceMonitor (monitoring.coreos.com/v1); nullopt when the API
+  // serves none (no Prometheus Operator) or they may not be read.
+  std::optional<std::vector<Json>> service_monitors;
   // Pod name -> the tail of its log, for the pods DevicePluginPodsToRead names.
   std::map<std::string, std::string> pod_logs;
 };
@@ -63,6 +76,10 @@ struct Finding {
 
 // Every finding, the most blocking first (stable within a severity).
 std::vector<Finding> Diagnose(const Snapshot& snapshot);
+
+// A pod the CUDA and runtime checks look at: it requests an NVIDIA GPU
+// resource or a container sets NVIDIA_REQUIRE_CUDA or CUDA_VERSION.
+bool IsGpuWorkload(const Json& pod);
 
 // The device plugin pods (in the operator's namespace) on GPU nodes that
 // allocate fewer GPUs than they have: their logs say which GPU went unhealthy.

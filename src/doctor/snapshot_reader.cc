@@ -1,11 +1,15 @@
 #include "doctor/snapshot_reader.h"
 
+#include "kube/object.h"
 #include "kube/resource.h"
 
 namespace gpuop::doctor {
 namespace {
 
 namespace res = kube::resources;
+
+const kube::Resource kServiceMonitors{"monitoring.coreos.com", "v1", "servicemonitors",
+                                      "ServiceMonitor", true};
 
 // How far back the device plugin's log is read for "device unhealthy".
 constexpr int kLogTailLines = 2000;
@@ -17,7 +21,8 @@ Status CannotRead(const std::string& what, const Status& s) {
       fix =
           "the credentials may not read it: gpuop doctor needs get/list on nodes, pods, "
           "pods/log, daemonsets, events and clusterpolicies.nvidia.com (e.g. the view "
-          "ClusterRole plus clusterpolicies), or pass --kubeconfig/--context of an admin";
+          "ClusterRole plus clusterpolicies; servicemonitors too, for the monitoring check), or "
+          "pass --kubeconfig/--context of an admin";
       break;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
@@ -55,11 +60,27 @@ Result<Snapshot> ReadSnapshot(kube::Client& client, const std::string& operator_
   }
   GPUOP_ASSIGN_OR_RETURN(s.operator_pods, ListAll(client, res::kPods, operator_namespace));
   GPUOP_ASSIGN_OR_RETURN(s.daemonsets, ListAll(client, res::kDaemonSets, ""));
-  GPUOP_ASSIGN_OR_RETURN(
-      s.pending_pods, ListAll(client, res::kPods, "", {.field_selector = "status.phase=Pending"}));
+  // One list of every pod: the Pending ones, and the bound GPU workloads.
+  GPUOP_ASSIGN_OR_RETURN(std::vector<Json> pods, ListAll(client, res::kPods, ""));
+  for (Json& pod : pods) {
+    if (kube::IsPodTerminal(pod)) continue;
+    const bool pending = kube::PodPhase(pod) == "Pending";
+    const bool workload = !kube::PodNodeName(pod).empty() && IsGpuWorkload(pod);
+    if (workload) s.gpu_pods.push_back(pod);
+    if (pending) s.pending_pods.push_back(std::move(pod));
+  }
   GPUOP_ASSIGN_OR_RETURN(s.node_events,
                          ListAll(client, res::kEvents, "",
                                  {.field_selector = "involvedObject.kind=Node,type=Warning"}));
+  GPUOP_ASSIGN_OR_RETURN(
+      s.sandbox_events,
+      ListAll(client, res::kEvents, "",
+              {.field_selector =
+                   "involvedObject.kind=Pod,type=Warning,reason=FailedCreatePodSandBox"}));
+  // Not served (no Prometheus Operator) or not readable: the check is skipped.
+  if (auto monitors = client.ListAll(kServiceMonitors, ""); monitors.ok()) {
+    s.service_monitors = std::move(monitors->items);
+  }
   for (const std::string& pod : DevicePluginPodsToRead(s)) {
     auto log = client.Raw("GET", res::kPods.Path(operator_namespace, pod, "log") +
                                      "?tailLines=" + std::to_string(kLogTailLines));

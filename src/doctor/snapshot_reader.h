@@ -1,7 +1,8 @@
 // Reads the doctor's Snapshot (doctor.h) from the API server: a handful of
-// lists (ClusterPolicies, nodes, the operator's pods, DaemonSets, Pending
-// pods, Warning Events about nodes) and the log tails of the device plugin
-// pods whose node lost GPUs. Nothing is written.
+// lists (ClusterPolicies, nodes, the operator's pods, DaemonSets, every pod,
+// Warning Events about nodes, FailedCreatePodSandBox Events about pods,
+// ServiceMonitors) and the log tails of the device plugin pods whose node
+// lost GPUs. Nothing is written.
 //
 // Thread-safety: uses the (thread-safe) client; no state of its own.
 #pragma once

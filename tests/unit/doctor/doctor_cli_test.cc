@@ -152,6 +152,59 @@ TEST_F(DoctorCliTest, FindingsExitOneWithJsonForScripts) {
       << r.out;
 }
 
+TEST_F(DoctorCliTest, WorkloadsOnTheNodeAreReadForCudaAndRuntimeFaults) {
+  SetAllocatable("8");
+  auto node = client().Get(res::kNodes, "", "h100-1");
+  ASSERT_TRUE(node.ok()) << node.status().message();
+  (*node)["metadata"]["labels"]["nvidia.com/cuda.driver-version.full"] = "535.129.03";
+  (*node)["metadata"]["labels"]["nvidia.com/cuda.runtime-version.major"] = "12";
+  (*node)["metadata"]["labels"]["nvidia.com/cuda.runtime-version.minor"] = "2";
+  ASSERT_TRUE(client().Update(res::kNodes, *node).ok());
+  ASSERT_TRUE(
+      client()
+          .Create(res::kNamespaces, "",
+                  {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ml"}}}})
+          .ok());
+  auto pod = [&](const std::string& name, Json env) {
+    auto created = client().Create(
+        res::kPods, "ml",
+        {{"apiVersion", "v1"},
+         {"kind", "Pod"},
+         {"metadata", {{"name", name}}},
+         {"spec",
+          {{"nodeName", "h100-1"},
+           {"containers", Json::array({{{"name", "main"},
+                                        {"image", "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"},
+                                        {"env", std::move(env)}}})}}}});
+    ASSERT_TRUE(created.ok()) << created.status().message();
+  };
+  pod("train", Json::array({{{"name", "NVIDIA_REQUIRE_CUDA"}, {"value", "cuda>=12.4"}}}));
+  pod("infer", Json::array());
+  auto event = client().Create(
+      res::kEvents, "ml",
+      {{"apiVersion", "v1"},
+       {"kind", "Event"},
+       {"metadata", {{"name", "infer.1"}}},
+       {"type", "Warning"},
+       {"reason", "FailedCreatePodSandBox"},
+       {"involvedObject", {{"kind", "Pod"}, {"namespace", "ml"}, {"name", "infer"}}},
+       {"message", "failed to get sandbox runtime: no runtime for \"nvidia\" is configured"}});
+  ASSERT_TRUE(event.ok()) << event.status().message();
+
+  Outcome r = Doctor(kubeconfig_, {"-o", "json"});
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  Json j = Json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j[0]["object"], "node/h100-1");
+  EXPECT_EQ(j[0]["problem"],
+            "the container runtime has no \"nvidia\" runtime configured: 1 pod cannot start "
+            "(pod/ml/infer)");
+  EXPECT_EQ(j[1]["object"], "pod/ml/train");
+  EXPECT_EQ(j[1]["problem"],
+            "container main needs CUDA 12.4 (NVIDIA_REQUIRE_CUDA) but node h100-1's driver "
+            "535.129.03 supports CUDA 12.2");
+}
+
 TEST_F(DoctorCliTest, HealthyClusterExitsZero) {
   SetAllocatable("8");
   Outcome r = Doctor(kubeconfig_, {"-o", "json"});

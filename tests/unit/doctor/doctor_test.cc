@@ -374,6 +374,153 @@ TEST(DoctorTest, PendingGpuPodSaysWhereGpusAreAllocatable) {
               HasSubstr("no node has 16 allocatable GPUs; allocatable nvidia.com/gpu: h100-1 8"));
 }
 
+// A pod of `ns` bound to `node` whose one container has `env`.
+Json WorkloadPod(const std::string& name, const std::string& node, Json env) {
+  return {
+      {"metadata", {{"name", name}, {"namespace", "ml"}}},
+      {"spec",
+       {{"nodeName", node},
+        {"containers", Json::array({{{"name", "main"},
+                                     {"env", std::move(env)},
+                                     {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}},
+      {"status", {{"phase", "Running"}}}};
+}
+
+Json Env(const std::string& name, const std::string& value) {
+  return {{"name", name}, {"value", value}};
+}
+
+TEST(DoctorTest, CudaNewerThanTheDriverNamesTheDriverBranchThatRunsIt) {
+  Snapshot s = Healthy();
+  Labels(s)["nvidia.com/cuda.driver-version.full"] = "535.129.03";
+  Labels(s)["nvidia.com/cuda.runtime-version.major"] = "12";
+  Labels(s)["nvidia.com/cuda.runtime-version.minor"] = "2";
+  s.gpu_pods.push_back(WorkloadPod(
+      "train", "h100-1",
+      Json::array(
+          {Env("CUDA_VERSION", "12.4.1"),
+           Env("NVIDIA_REQUIRE_CUDA",
+               "cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470")})));
+  EXPECT_TRUE(IsGpuWorkload(s.gpu_pods[0]));
+  auto f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].severity, Severity::kDegraded);
+  EXPECT_EQ(f[0].object, "pod/ml/train");
+  EXPECT_EQ(f[0].problem,
+            "container main needs CUDA 12.4 (NVIDIA_REQUIRE_CUDA) but node h100-1's driver "
+            "535.129.03 supports CUDA 12.2");
+  EXPECT_THAT(f[0].cause, HasSubstr("unsatisfied condition: cuda>=12.4"));
+  EXPECT_THAT(f[0].fix, HasSubstr("driver to the 550 branch or later"));
+  EXPECT_THAT(f[0].fix, HasSubstr("--set driver.version=<a 550.x release>"));
+  EXPECT_THAT(f[0].fix, HasSubstr("forward compatibility"));
+
+  // The older labels of feature discovery say the same.
+  Labels(s).erase("nvidia.com/cuda.runtime-version.major");
+  Labels(s).erase("nvidia.com/cuda.runtime-version.minor");
+  Labels(s)["nvidia.com/cuda.runtime.major"] = "12";
+  Labels(s)["nvidia.com/cuda.runtime.minor"] = "2";
+  EXPECT_THAT(Diagnose(s), SizeIs(1));
+
+  // The container toolkit's check turned off: only CUDA_VERSION counts, and a
+  // newer minor runs under minor version compatibility.
+  s.gpu_pods[0]["spec"]["containers"][0]["env"].push_back(Env("NVIDIA_DISABLE_REQUIRE", "true"));
+  f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].severity, Severity::kWarning);
+  EXPECT_THAT(f[0].cause, HasSubstr("minor version compatibility"));
+
+  // A newer major does not run at all; CUDA 13 needs the 580 branch.
+  s.gpu_pods[0]["spec"]["containers"][0]["env"] = Json::array({Env("CUDA_VERSION", "13.0.1")});
+  f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].severity, Severity::kDegraded);
+  EXPECT_THAT(f[0].fix, HasSubstr("580 branch"));
+
+  // What the driver supports, or a node without the labels: nothing to say.
+  s.gpu_pods[0]["spec"]["containers"][0]["env"] = Json::array({Env("CUDA_VERSION", "12.2.0")});
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+  s.gpu_pods[0]["spec"]["containers"][0]["env"] = Json::array({Env("CUDA_VERSION", "12.8.0")});
+  EXPECT_THAT(Diagnose(s), SizeIs(1));
+  Labels(s).erase("nvidia.com/cuda.runtime.major");
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+}
+
+TEST(DoctorTest, RuntimeWithoutNvidiaOrStaleCdiSpecNamesTheNodeAndItsToolkitPod) {
+  Snapshot s = Healthy();
+  s.operator_pods.push_back(
+      OperandPod("nvidia-container-toolkit-daemonset", "h100-1", "nvidia-container-toolkit"));
+  // Stuck in ContainerCreating: the runtime's error is in the pod's Events only.
+  Json stuck = WorkloadPod("train", "h100-1", Json::array());
+  stuck["status"]["phase"] = "Pending";
+  s.pending_pods.push_back(stuck);
+  auto sandbox_event = [](const std::string& pod) {
+    return Json{{"type", "Warning"},
+                {"reason", "FailedCreatePodSandBox"},
+                {"involvedObject", {{"kind", "Pod"}, {"namespace", "ml"}, {"name", pod}}},
+                {"message",
+                 "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get "
+                 "sandbox runtime: no runtime for \"nvidia\" is configured"}};
+  };
+  s.sandbox_events.push_back(sandbox_event("train"));
+  s.sandbox_events.push_back(sandbox_event("gone"));  // its pod was deleted: an old Event
+  auto f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].severity, Severity::kBlocking);
+  EXPECT_EQ(f[0].object, "node/h100-1");
+  EXPECT_EQ(f[0].problem,
+            "the container runtime has no \"nvidia\" runtime configured: 1 pod cannot start "
+            "(pod/ml/train)");
+  EXPECT_THAT(f[0].cause, HasSubstr("no runtime for \"nvidia\" is configured"));
+  EXPECT_THAT(f[0].fix, HasSubstr("kubectl delete pod -n gpu-operator "
+                                  "nvidia-container-toolkit-daemonset-h100-1"));
+
+  // The sandbox made since: the Event is history.
+  s.pending_pods[0]["status"]["conditions"] =
+      Json::array({{{"type", "PodReadyToStartContainers"}, {"status", "True"}}});
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+
+  // A device the CDI spec does not have, in a running pod's container status.
+  s.sandbox_events.clear();
+  Json cdi = WorkloadPod("infer", "h100-1", Json::array());
+  cdi["status"]["containerStatuses"] =
+      Json::array({{{"name", "main"},
+                    {"state",
+                     {{"waiting",
+                       {{"reason", "CreateContainerError"},
+                        {"message",
+                         "failed to create containerd container: CDI device injection failed: "
+                         "unresolvable CDI devices nvidia.com/gpu=GPU-5"}}}}}}});
+  s.gpu_pods.push_back(cdi);
+  f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].object, "node/h100-1");
+  EXPECT_THAT(f[0].problem, HasSubstr("the CDI spec lacks a device"));
+  EXPECT_THAT(f[0].problem, HasSubstr("(pod/ml/infer)"));
+}
+
+TEST(DoctorTest, PrometheusOperatorWithoutAServiceMonitorForTheExporter) {
+  Snapshot s = Healthy();
+  s.service_monitors.emplace();  // served, none there
+  auto f = Diagnose(s);
+  ASSERT_THAT(f, SizeIs(1));
+  EXPECT_EQ(f[0].severity, Severity::kWarning);
+  EXPECT_EQ(f[0].object, "clusterpolicy/cluster-policy");
+  EXPECT_THAT(f[0].fix, HasSubstr("deploy/monitoring/servicemonitor.yaml"));
+
+  s.service_monitors->push_back(
+      {{"metadata", {{"name", "nvidia-dcgm-exporter"}, {"namespace", "gpu-operator"}}},
+       {"spec", {{"selector", {{"matchLabels", {{"app", "nvidia-dcgm-exporter"}}}}}}}});
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+
+  // The exporter turned off, or no Prometheus Operator: nothing to scrape, or nobody to.
+  s.service_monitors->clear();
+  s.cluster_policies[0]["spec"]["dcgmExporter"]["enabled"] = false;
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+  s.cluster_policies[0]["spec"]["dcgmExporter"]["enabled"] = true;
+  s.service_monitors.reset();
+  EXPECT_THAT(Diagnose(s), IsEmpty());
+}
+
 TEST(DoctorTest, BlockingFindingsComeFirst) {
   Snapshot s = Healthy();
   Labels(s)["nvidia.com/mig.config"] = "all-1g.10gb";
