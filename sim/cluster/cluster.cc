@@ -24,6 +24,7 @@
 #include "kube/resource.h"
 #include "sim/cluster/daemonset_controller.h"
 #include "sim/cluster/deployment_controller.h"
+#include "sim/cluster/hw_control.h"
 #include "sim/cluster/job_controller.h"
 #include "sim/cluster/kubelet.h"
 #include "sim/cluster/network.h"
@@ -301,6 +302,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
       ho.elf_machine = *elf;
       ho.nvml_sim_library = spec.nvml_sim;
       ho.cuda_sim_library = spec.cuda_sim;
+      ho.nvidia_smi = spec.nvidia_smi;
       auto plan = sim::PlanHostRoot(*machine, ho);
       if (!plan.ok()) return fail(plan.status());
       auto written =
@@ -367,6 +369,16 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   if (!deployments.ok()) return fail(deployments.status());
   auto jobs = JobController::Start(*client);
   if (!jobs.ok()) return fail(jobs.status());
+
+  // Each GPU node's hardware buttons (its nvidia-smi's GPU reset).
+  std::vector<std::unique_ptr<HardwareControl>> hardware;
+  for (const auto& n : spec.nodes) {
+    if (n.machine == "cpu") continue;
+    auto hw = HardwareControl::Start(dir + "/nodes/" + n.name + "/root", n.machine, n.name,
+                                     dir + "/nodes/" + n.name + "/sim");
+    if (!hw.ok()) return fail(hw.status().Annotate("node " + n.name));
+    hardware.push_back(std::move(hw).value());
+  }
 
   std::vector<std::unique_ptr<Kubelet>> kubelets;
   for (const auto& n : spec.nodes) {

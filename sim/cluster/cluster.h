@@ -48,6 +48,7 @@ struct ClusterSpec {
   std::vector<NodeSpec> nodes;
   std::string nvml_sim;  // libnvml-sim.so installed into GPU nodes' driver roots
   std::string cuda_sim;  // libcuda-sim.so, likewise
+  std::string nvidia_smi;  // nvidia-smi-sim, installed as the nodes' nvidia-smi
 };
 
 // "dgx-h100,l40s-4,cpu" or "gpu-a=dgx-h100,...": node NAME=MACHINE, or the

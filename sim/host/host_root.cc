@@ -96,6 +96,11 @@ class PlanBuilder {
     Add(std::move(e));
   }
   void Socket(std::string path) { Add({HostEntryType::kSocket, std::move(path), 0666}); }
+  void Copy(std::string path, std::string source, mode_t mode) {
+    HostEntry e{HostEntryType::kCopy, std::move(path), mode};
+    e.content = std::move(source);
+    Add(std::move(e));
+  }
   void Library(std::string path, std::string soname, std::string bytes_or_source, bool copy) {
     HostEntry e{copy ? HostEntryType::kCopy : HostEntryType::kFile, std::move(path), 0755};
     e.content = std::move(bytes_or_source);
@@ -410,6 +415,10 @@ Result<HostRootPlan> PlanHostRoot(const Machine& machine, const HostRootOptions&
          "# gpuop simulated node: the driver's library directory first\n" + plan.lib_dir + "\n");
 
   for (const char* bin : kDriverBinaries) {
+    if (std::string_view(bin) == "nvidia-smi" && !options.nvidia_smi.empty()) {
+      b.Copy("/usr/bin/nvidia-smi", options.nvidia_smi, 0755);  // it resets GPUs
+      continue;
+    }
     b.File(std::string("/usr/bin/") + bin, BinaryScript(bin, ver), 0755);
   }
   for (const char* fw : {"gsp_ga10x.bin", "gsp_tu10x.bin"}) {

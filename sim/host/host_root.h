@@ -90,6 +90,9 @@ struct HostRootOptions {
   std::string nvml_sim_library;
   // libcuda-sim.so to install as libcuda.so.<version>; empty: a stub.
   std::string cuda_sim_library;
+  // nvidia-smi-sim (sim/host/nvidia_smi_sim.c) to install as /usr/bin/nvidia-smi;
+  // empty: a script that says it is a stand-in.
+  std::string nvidia_smi;
   // Architecture of the stub libraries and of the multiarch library dir.
   uint16_t elf_machine = kElfMachineX86_64;
 };
@@ -152,5 +155,7 @@ Result<HostRootResult> WriteHostRoot(const std::string& dir, const HostRootPlan&
 std::string NvmlSimBesideExecutable();
 // The same for <...>/../lib/libcuda-sim.so.
 std::string CudaSimBesideExecutable();
+// The same for <...>/../lib/nvidia-smi-sim.
+std::string NvidiaSmiSimBesideExecutable();
 
 }  // namespace gpuop::sim

@@ -417,4 +417,6 @@ std::string NvmlSimBesideExecutable() { return SimLibraryBesideExecutable("libnv
 
 std::string CudaSimBesideExecutable() { return SimLibraryBesideExecutable("libcuda-sim.so"); }
 
+std::string NvidiaSmiSimBesideExecutable() { return SimLibraryBesideExecutable("nvidia-smi-sim"); }
+
 }  // namespace gpuop::sim

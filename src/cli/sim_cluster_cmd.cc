@@ -322,6 +322,7 @@ int Run(const ClusterFlags& f) {
   spec.nodes = *nodes;
   spec.nvml_sim = sim::NvmlSimBesideExecutable();
   spec.cuda_sim = sim::CudaSimBesideExecutable();
+  spec.nvidia_smi = sim::NvidiaSmiSimBesideExecutable();
   std::stop_source stop;
   std::jthread waiter([&stop, &stop_signals] {
     int sig = 0;
