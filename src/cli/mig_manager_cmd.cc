@@ -62,7 +62,10 @@ std::vector<std::string> Expand(const std::string& command, unsigned gpu,
 
 Status Run(const std::vector<std::string>& argv, const std::string& what) {
   if (argv.empty()) return InvalidArgument(what + ": empty command");
-  auto r = RunCommand(argv);
+  // gpuop's image has no chroot binary: `chroot ROOT CMD...` runs CMD inside
+  // ROOT directly.
+  const bool chroot = argv[0] == "chroot" && argv.size() >= 3;
+  auto r = chroot ? RunCommand({argv.begin() + 2, argv.end()}, argv[1]) : RunCommand(argv);
   if (!r.ok()) return r.status().Annotate(what);
   if (r->status != 0) {
     return Internal(what + " (" + Join(argv, " ") + ") exited " + std::to_string(r->status) + ": " +
