@@ -25,7 +25,7 @@ from collections import defaultdict
 _DRA = "DRA (draDriver.enabled) is off in this scenario; the operator grants it to the DRA plugin"
 _OFF = "a component turned off in the ClusterPolicy (never here: uninstall goes by garbage collection)"
 _UPGRADE = "a driver upgrade with GPU pods to evict (the driver is the host's here)"
-_MIG = "a MIG reconfiguration (no nvidia.com/mig.config change here)"
+_MIG = "a MIG change with GPU pods on the node to stop (none run during the test's MIG switch)"
 UNREACHED = {
     **{("gpu-operator", v, "resource.k8s.io", "deviceclasses"): _DRA
        for v in ("get", "create", "patch", "delete")},
@@ -55,9 +55,9 @@ UNREACHED = {
                        ("watch", "", "pods"), ("list", "", "nodes"), ("watch", "", "nodes"),
                        ("patch", "", "events"), ("get", "resource.k8s.io", "resourceclaims"),
                        ("list", "resource.k8s.io", "resourceclaims"))},
-    **{("nvidia-mig-manager", v, "", r): _MIG
-       for v, r in (("create", "events"), ("patch", "events"), ("list", "pods"),
-                    ("watch", "pods"), ("delete", "pods"))},
+    **{("nvidia-mig-manager", v, "", r): _MIG for v, r in (("watch", "pods"), ("delete", "pods"))},
+    ("nvidia-mig-manager", "patch", "", "events"):
+        "a repeated Event (the test's MIG switch posts each reason once)",
     ("nvidia-operator-validator", "delete", "", "pods"):
         "re-validation removes earlier workload pods (a fresh install has none)",
     ("nvidia-operator-validator", "get", "", "pods"): "as above",
@@ -140,6 +140,7 @@ def main():
                  for u, bs in bound.items()}
     failures = []
     used = defaultdict(set)
+    requested = set()  # (user, grant key) that some request matched
     for e in entries:
         user = e.get("user", "")
         if not user.startswith(prefix):
@@ -162,6 +163,7 @@ def main():
                 where, grant = key[0], key[1:]
                 if (not where or where == e["namespace"]) and matches(grant, e):
                     grants[user][key] = None  # used
+                    requested.add((user, key))
 
     # The operator must hold what it grants: the components' roles it renders.
     operator = prefix + "gpu-operator"
@@ -173,10 +175,14 @@ def main():
     for user, gs in sorted(grants.items()):
         sa = user[len(prefix):]
         for key, role in sorted(gs.items(), key=str):
-            if role is None:
-                continue
             verb, group, resource, name = key[1:]
-            if (sa, verb, group, resource) in UNREACHED or (sa, "*", group, resource) in UNREACHED:
+            unreached = (sa, verb, group, resource) in UNREACHED or (sa, "*", group, resource) in UNREACHED
+            if unreached and (user, key) in requested:
+                # Reached this time: a stale entry, or a path the scenario takes
+                # only sometimes (a race it does not control). Said, not failed.
+                print("note: UNREACHED lists %s %s %s %s, but this run used it" % (
+                    sa, verb, group or "core", resource))
+            if role is None or unreached:
                 continue
             failures.append("unused grant of %s: %s %s %s%s%s (%s)" % (
                 user, verb, group or "core", resource, " name=" + name if name else "",

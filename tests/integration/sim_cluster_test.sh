@@ -8,6 +8,8 @@
 #     CPU node; allocatable nvidia.com/gpu 8, 4 and absent; gfd labels on both
 #     GPU nodes; the exporter at the H100 node's address :9400 reports its 8
 #     GPUs with that node's UUIDs; each GPU node's root has a CDI spec;
+#   - `nvidia.com/mig.config=all-1g.10gb` on dgx-h100: 56 MIG slices
+#     allocatable and a MIG product label, then back to 8 whole GPUs;
 #   - a pod asking for 2 GPUs sees exactly those 2 (NVML inside the
 #     container), and the exporter attributes them to it; a pod asking for 9
 #     stays Pending with the scheduler's Insufficient message;
@@ -164,6 +166,17 @@ for want in gpu_operator_node_driver_ready gpu_operator_node_toolkit_ready gpu_o
 done
 [[ " $(node_gauges)" == *" gpu_operator_node_device_plugin_devices_total 8 "* ]] ||
   fail "node-status-exporter: device plugin devices on dgx-h100: $(node_gauges)"
+
+echo "--- MIG by label: dgx-h100 to seven 1g.10gb slices per GPU, and back"
+# The MIG manager resets the GPUs with the node's nvidia-smi (chroot into the
+# host root, as NVIDIA's does); gfd and the device plugin follow.
+mig_state() { kubectl get node dgx-h100 -o jsonpath='{.metadata.labels.nvidia\.com/mig\.config\.state} {.status.allocatable.nvidia\.com/gpu} {.metadata.labels.nvidia\.com/gpu\.product}'; }
+k label node dgx-h100 nvidia.com/mig.config=all-1g.10gb --overwrite >/dev/null
+wait_until 120 "dgx-h100 in MIG mode: 56 slices allocatable, the product a MIG one" bash -c "$(declare -f mig_state); [[ \$(mig_state) == 'success 56 NVIDIA-H100-80GB-HBM3-MIG-1g.10gb' ]]" ||
+  fail "MIG config all-1g.10gb: $(mig_state); $(k get node dgx-h100 -o jsonpath='{.metadata.annotations.gpuop\.io/mig-config-failure}')"
+k label node dgx-h100 nvidia.com/mig.config=all-disabled --overwrite >/dev/null
+wait_until 120 "dgx-h100 back to whole GPUs" bash -c "$(declare -f mig_state); [[ \$(mig_state) == 'success 8 NVIDIA-H100-80GB-HBM3' ]]" ||
+  fail "MIG config all-disabled: $(mig_state)"
 
 echo "--- a pod with 2 GPUs, and one asking for 9"
 cat > "$dir/pods.yaml" <<EOF
