@@ -122,7 +122,9 @@ class StopSignals {
 };
 
 // The NVML library path the user chose, or the driver's default soname.
-std::string NvmlLibraryPath(const GlobalOptions& g);
+// driver_root: the driver's root as the host sees it, for a container the
+// runtime did not give the driver ("": $NVIDIA_DRIVER_ROOT, else "/").
+std::string NvmlLibraryPath(const GlobalOptions& g, const std::string& driver_root = "");
 
 // Where the toolkit installs gpuop on a node: the CDI hook binary specs name.
 inline constexpr const char* kToolkitHookPath = "/usr/local/nvidia/toolkit/gpuop";

@@ -13,6 +13,7 @@
 #include "base/process.h"
 #include "base/strings.h"
 #include "cli/cli.h"
+#include "host/driver_ready.h"
 #include "kube/event_recorder.h"
 #include "mig/manager.h"
 #include "nvml/client.h"
@@ -104,12 +105,15 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   o.clients_namespace = f.clients_namespace;
   o.clients_timeout = *timeout;
   o.busy_retry_interval = *busy_retry;
-  // nvidia-smi resets a GPU; it lives in the driver root, as the host sees it.
-  const std::string reset =
-      f.gpu_reset_command.empty()
-          ? "chroot " + JoinRoot(g.host_root, f.driver_root) + " nvidia-smi -r -i {bus_id}"
-          : f.gpu_reset_command;
-  o.gpu_reset = [reset](unsigned gpu, const std::string& bus_id) {
+  // nvidia-smi resets a GPU; it lives in the driver root, as the host sees
+  // it: the validator's driver-ready says where on this node, when it is a
+  // host driver under a ClusterPolicy that deploys driver containers.
+  o.gpu_reset = [host_root = g.host_root, f](unsigned gpu, const std::string& bus_id) {
+    const std::string reset =
+        f.gpu_reset_command.empty()
+            ? "chroot " + JoinRoot(host_root, host::NodeDriverRoot(host_root, f.driver_root)) +
+                  " nvidia-smi -r -i {bus_id}"
+            : f.gpu_reset_command;
     return Run(Expand(reset, gpu, bus_id), "resetting GPU " + std::to_string(gpu));
   };
   o.with_reboot = f.with_reboot;
@@ -119,7 +123,7 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   if (f.cdi_enabled) {
     o.cdi_output = f.cdi_output;
     o.cdi.host_root = g.host_root;
-    o.cdi.driver_root = f.driver_root;
+    o.cdi.driver_root = host::NodeDriverRoot(g.host_root, f.driver_root);
     o.cdi.hook_path = f.hook_path.empty() ? f.toolkit_install_dir + "/gpuop" : f.hook_path;
   }
   if (Status s = mig::ValidateManagerOptions(o); !s.ok()) {

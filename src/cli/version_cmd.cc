@@ -20,7 +20,7 @@ void RegisterVersionCommand(CLI::App& app, const GlobalOptions&, Action* action)
   });
 }
 
-std::string NvmlLibraryPath(const GlobalOptions& g) {
+std::string NvmlLibraryPath(const GlobalOptions& g, const std::string& driver_root) {
   static const std::string kSoname = "libnvidia-ml.so.1";
   if (!g.nvml_lib.empty()) return g.nvml_lib;
   // In the process's own library path: the host's, or what the container
@@ -32,9 +32,9 @@ std::string NvmlLibraryPath(const GlobalOptions& g) {
   // A container the runtime did not give the driver (the toolkit's, before
   // any runtime is configured): the driver root under the host root, found
   // through its ld.so.cache, as NVIDIA's toolkit finds it.
-  const char* driver_root = std::getenv("NVIDIA_DRIVER_ROOT");
-  const std::string read_root =
-      JoinRoot(g.host_root, driver_root && *driver_root ? driver_root : "/");
+  const char* env_root = std::getenv("NVIDIA_DRIVER_ROOT");
+  const std::string read_root = JoinRoot(
+      g.host_root, !driver_root.empty() ? driver_root : env_root && *env_root ? env_root : "/");
   auto found = host::FindLibraryBySoname(read_root, kSoname);
   return found.ok() ? JoinRoot(read_root, *found) : kSoname;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/strings.h"
+#include "host/driver_ready.h"
 
 namespace gpuop::toolkit {
 
@@ -84,6 +85,8 @@ unsigned ClassifyWatchEvent(WatchKind kind, const std::string& name,
       return kTriggerFileChange;
     case WatchKind::kTriggerDir:
       return name == trigger_name ? kTriggerRequestFile : kTriggerNone;
+    case WatchKind::kValidations:
+      return name == host::kDriverReadyFile ? kTriggerFileChange : kTriggerNone;
   }
   return kTriggerNone;
 }

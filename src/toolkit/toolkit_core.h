@@ -70,6 +70,7 @@ enum class WatchKind {
   kDev,         // <dev-root>/dev: nvidia* nodes
   kDevCaps,     // <dev-root>/dev/nvidia-caps: every entry
   kTriggerDir,  // the trigger file's directory: only the trigger file
+  kValidations,  // the validations directory: only the validator's driver-ready
 };
 
 // The trigger bits an event on `name` in a `kind` directory stands for

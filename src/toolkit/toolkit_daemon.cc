@@ -21,6 +21,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "host/driver_ready.h"
 #include "nvml/client.h"
 #include "toolkit/cdi_generate.h"
 #include "toolkit/cdi_spec.h"
@@ -133,6 +134,7 @@ struct ToolkitDaemon::Impl {
     w.push_back({WatchKind::kDev, Host(JoinRoot(DevRoot(), "/dev"))});
     w.push_back({WatchKind::kDevCaps, Host(JoinRoot(DevRoot(), "/dev/nvidia-caps"))});
     w.push_back({WatchKind::kTriggerDir, Host(DirOf(opt.trigger_file))});
+    w.push_back({WatchKind::kValidations, Host(opt.validations_dir)});
     return w;
   }
 
@@ -225,7 +227,7 @@ struct ToolkitDaemon::Impl {
   // ---- work ----
 
   Result<Fingerprint> Observe(std::unique_ptr<nvml::Client>* client) {
-    auto c = nvml::Client::Open(opt.nvml_lib());
+    auto c = nvml::Client::Open(opt.nvml_lib(opt.driver_root));
     if (!c.ok()) return c.status();
     auto system = (*c)->System();
     if (!system.ok()) return system.status();
@@ -309,7 +311,33 @@ struct ToolkitDaemon::Impl {
     return buf;
   }
 
+  // Takes the roots the validator found (driver-ready) when they differ
+  // from the configured ones; the spec is then regenerated from them.
+  void AdoptDriverReady(unsigned* triggers) {
+    auto ready = host::ReadDriverReady(opt.host_root, opt.validations_dir);
+    if (!ready.ok()) {
+      if (ready.status().message() != driver_ready_error) {
+        LogWarn("ignoring the validator's driver-ready", {{"error", ready.status()}});
+        driver_ready_error = ready.status().message();
+      }
+      return;
+    }
+    driver_ready_error.clear();
+    if (!ready->has_value()) return;
+    const host::DriverReady& d = **ready;
+    if (d.driver_root == opt.driver_root && d.dev_root == DevRoot()) return;
+    LogInfo("driver root from the validator's driver-ready",
+            {{"driver_root", d.driver_root},
+             {"dev_root", d.dev_root},
+             {"host_driver", d.host_driver},
+             {"configured", opt.driver_root}});
+    opt.driver_root = d.driver_root;
+    opt.dev_root = d.dev_root;
+    *triggers |= kTriggerFileChange;
+  }
+
   void Tick(unsigned triggers) {
+    AdoptDriverReady(&triggers);
     std::unique_ptr<nvml::Client> client;
     Result<Fingerprint> observed = Observe(&client);
     ToolkitDecision d = core.Decide(triggers, observed, Clock::now());
@@ -388,6 +416,7 @@ struct ToolkitDaemon::Impl {
   std::atomic<unsigned> pending{0};
   bool installed = false;
   std::string last_status;
+  std::string driver_ready_error;  // logged once per distinct error
 };
 
 ToolkitDaemon::ToolkitDaemon(ToolkitOptions options)

@@ -35,12 +35,18 @@ namespace gpuop::toolkit {
 struct ToolkitOptions {
   // Host paths below are joined to host_root, as everywhere in gpuop.
   std::string host_root = "/";
-  // The NVML library to load, asked again on every attempt: a driver
-  // container may set up the driver root after the toolkit started.
-  std::function<std::string()> nvml_lib = [] { return std::string("libnvidia-ml.so.1"); };
+  // The NVML library to load for a driver root, asked again on every
+  // attempt: a driver container may set up the driver root after the
+  // toolkit started, and the validator may say the driver is elsewhere.
+  std::function<std::string(const std::string& driver_root)> nvml_lib =
+      [](const std::string&) { return std::string("libnvidia-ml.so.1"); };
   std::string cdi_output = "/var/run/cdi/nvidia.yaml";  // .json: JSON, else YAML
-  std::string driver_root = "/";                        // as the host sees it (NVIDIA_DRIVER_ROOT)
-  std::string dev_root;                                 // empty: driver_root (NVIDIA_DEV_ROOT)
+  // As the host sees it (NVIDIA_DRIVER_ROOT, NVIDIA_DEV_ROOT; an empty dev
+  // root is the driver root). Once the validator has written driver-ready
+  // in validations_dir, its roots win: a node with a host driver under a
+  // ClusterPolicy that deploys driver containers (host/driver_ready.h).
+  std::string driver_root = "/";
+  std::string dev_root;
   std::string install_dir = "/usr/local/nvidia/toolkit";  // empty: do not install
   std::string hook_path;  // as the host sees it; empty: <install_dir>/gpuop
   std::string validations_dir = "/run/nvidia/validations";

@@ -21,12 +21,13 @@
 #include <vector>
 
 #include "base/status.h"
+#include "host/driver_ready.h"
 
 namespace gpuop::validator {
 
 // Files under OUTPUT_DIR.
 inline constexpr const char* kDriverCtrReadyFile = ".driver-ctr-ready";
-inline constexpr const char* kDriverReadyFile = "driver-ready";
+using host::kDriverReadyFile;  // read by the toolkit and MIG manager (host/driver_ready.h)
 inline constexpr const char* kToolkitReadyFile = "toolkit-ready";
 inline constexpr const char* kCudaReadyFile = "cuda-ready";
 inline constexpr const char* kPluginReadyFile = "plugin-ready";

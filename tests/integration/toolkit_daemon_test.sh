@@ -3,7 +3,9 @@
 # writes the CDI spec and toolkit-ready, follows a MIG layout change without a
 # restart, answers the trigger file and SIGHUP, keeps the last good spec while
 # a regeneration fails (a missing /dev/nvidiactl) and while the driver is
-# unloaded, recovers on both, and exits 0 on SIGTERM. Every wait is on a
+# unloaded, recovers on both, and exits 0 on SIGTERM; started for a driver
+# container on a node whose driver is on the host, it takes the root the
+# validator wrote in driver-ready. Every wait is on a
 # condition with a generous deadline; nothing is timed.
 # Usage: toolkit_daemon_test.sh BUILD_DIR
 set -euo pipefail
@@ -117,6 +119,25 @@ set -e
 pid=""
 [[ $rc -eq 0 ]] || die "gpuop toolkit exited $rc on SIGTERM, want 0"
 log_has 'toolkit stopping' || die "no stopping line in the log"
+if grep -q 'ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer' "$log"; then
+  die "sanitizer report in the toolkit log"
+fi
+
+# A host driver under a ClusterPolicy that deploys driver containers: the
+# configured root (/run/nvidia/driver) has no driver, so no spec; once the
+# validator writes driver-ready naming the host's root, the spec follows.
+rm -f "$spec" "$ready"
+"$gpuop" --host-root "$root" toolkit --check-interval 1s --driver-root /run/nvidia/driver >"$log" 2>&1 &
+pid=$!
+wait_for "a failed first generation under /run/nvidia/driver" log_has 'cdi spec regeneration failed'
+[[ ! -f "$spec" ]] || die "a spec was written from an empty driver root"
+printf 'IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n' \
+  >"$root/run/nvidia/validations/driver-ready"
+wait_for "the spec from the validator's driver root" test -f "$spec" -a -f "$ready"
+log_has "driver root from the validator's driver-ready" || die "the adopted driver root was not logged"
+kill -TERM "$pid"
+wait "$pid" || die "gpuop toolkit exited $? on SIGTERM"
+pid=""
 if grep -q 'ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer' "$log"; then
   die "sanitizer report in the toolkit log"
 fi

@@ -73,6 +73,10 @@ TEST(WatchEventTest, OnlyRelevantFilesTrigger) {
             kTriggerRequestFile);
   EXPECT_EQ(ClassifyWatchEvent(WatchKind::kTriggerDir, "status.json.tmp.1.2", "regenerate"),
             kTriggerNone);
+  EXPECT_EQ(ClassifyWatchEvent(WatchKind::kValidations, "driver-ready", "regenerate"),
+            kTriggerFileChange);
+  EXPECT_EQ(ClassifyWatchEvent(WatchKind::kValidations, "toolkit-ready", "regenerate"),
+            kTriggerNone);
 }
 
 class CoreTest : public ::testing::Test {

@@ -58,6 +58,11 @@ TEST_F(ValidatorCheckTest, HostDriverWritesNvidiasDriverReady) {
             "DRIVER_ROOT_CTR_PATH=/host\n"
             "NVIDIA_DEV_ROOT=/\n"
             "DEV_ROOT_CTR_PATH=/host\n");
+  // What the toolkit and the MIG manager take from it.
+  auto read = host::ReadDriverReady(node_.dir(), "/validations");
+  ASSERT_TRUE(read.ok() && read->has_value()) << read.status().ToString();
+  EXPECT_TRUE((*read)->host_driver);
+  EXPECT_EQ((*read)->driver_root, "/");
 
   auto d = CheckDriver(o_);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
