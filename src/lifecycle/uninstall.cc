@@ -88,6 +88,11 @@ std::optional<Json> NodeCleanupPatch(const Json& node, bool node_discovery_ran) 
   Json patch = Json::object();
   if (!set.empty()) patch["metadata"]["labels"] = std::move(set);
   if (owned) patch["metadata"]["annotations"][gfd::kOwnedLabelsAnnotation] = nullptr;
+  // A MIG config that failed (a driver upgrade under an old MIG manager, say)
+  // must not outlive the stack that reported it.
+  if (kube::Annotation(node, mig::kFailureAnnotation)) {
+    patch["metadata"]["annotations"][mig::kFailureAnnotation] = nullptr;
+  }
   const Json taints_now = node.value("spec", Json::object()).value("taints", Json::array());
   if (auto taints = op::TaintsWithValidation(taints_now, false)) {
     patch["spec"]["taints"] = std::move(*taints);

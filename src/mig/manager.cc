@@ -173,7 +173,18 @@ ReconcileOutcome Manager::Reconcile(const std::string& name, std::stop_token sto
   auto file = ParseConfig(*text, options_.config_file);
   if (!file.ok()) return Fail(name, file.status().message());
   auto nvml = options_.open_nvml();
-  if (!nvml.ok()) return Fail(name, "NVML: " + nvml.status().message());
+  if (!nvml.ok()) {
+    // No driver yet (a driver container loading, a driver upgrade under
+    // way): nothing is wrong with the config; apply it once the driver is.
+    if (!waiting_for_driver_) {
+      LogWarn("waiting for the NVIDIA driver to apply the MIG config",
+              {{"config", name}, {"error", nvml.status()}});
+      waiting_for_driver_ = true;
+    }
+    return {"", "NVML: " + nvml.status().message(), false, /*retry=*/true};
+  }
+  if (waiting_for_driver_) LogInfo("the NVIDIA driver is back", {{"config", name}});
+  waiting_for_driver_ = false;
   const nvml::Client& gpus = **nvml;
   // A name the file lacks may be one of the layouts generated for these GPUs
   // (all-1g.10gb, all-balanced, ...), as upstream does without CONFIG_FILE.

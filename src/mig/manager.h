@@ -136,7 +136,7 @@ struct ReconcileOutcome {
   std::string state;     // the state label written: success, failed, rebooting
   std::string message;   // summary or failure reason
   bool changed = false;  // the layout was changed (clients were paused)
-  bool retry = false;    // the API server could not be told: try again later
+  bool retry = false;    // no driver yet, or the API server could not be told: try again later
   bool busy = false;     // failed on a transient GPU state (in use): try again later
 };
 
@@ -172,6 +172,7 @@ class Manager {
 
   const ManagerOptions options_;
   std::atomic<uint64_t> reconciles_{0};
+  bool waiting_for_driver_ = false;  // the Run thread's: logged once per wait
 
   std::mutex mu_;
   std::condition_variable_any cv_;

@@ -36,7 +36,9 @@ TEST(NodeCleanupPatchTest, StripsWhatTheComponentsWroteAndKeepsTheUsersChoices) 
             {"nvidia.com/device-plugin.config", "time-sliced"},  // a user's choice
             {"nvidia.com/mig.config.state", "success"},
             {"team", "ml"}},
-           {{"gpuop.io/gfd-labels", "nvidia.com/gpu.count,nvidia.com/gpu.product"}},
+           {{"gpuop.io/gfd-labels", "nvidia.com/gpu.count,nvidia.com/gpu.product"},
+            {"gpuop.io/mig-config-failure", "NVML: NVIDIA driver is not loaded"},
+            {"owner", "team-ml"}},
            Json::array({{{"key", "gpuop.io/validation-pending"}, {"effect", "NoSchedule"}},
                         {{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}}}));
   auto patch = NodeCleanupPatch(node, /*node_discovery_ran=*/true);
@@ -53,6 +55,8 @@ TEST(NodeCleanupPatchTest, StripsWhatTheComponentsWroteAndKeepsTheUsersChoices) 
     EXPECT_FALSE(labels.contains(kept)) << kept;
   }
   EXPECT_TRUE((*patch)["metadata"]["annotations"]["gpuop.io/gfd-labels"].is_null());
+  EXPECT_TRUE((*patch)["metadata"]["annotations"]["gpuop.io/mig-config-failure"].is_null());
+  EXPECT_FALSE((*patch)["metadata"]["annotations"].contains("owner"));
   // Only the validation taint goes, conditional on the version read.
   EXPECT_EQ((*patch)["spec"]["taints"],
             Json::array({{{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoSchedule"}}}));

@@ -560,5 +560,26 @@ TEST_F(MigManagerTest, BusyGpuIsNotResetAndTheConfigIsRetried) {
   EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
 }
 
+// No driver (a driver container loading, a driver upgrade under way) is no
+// failed config: the manager waits and applies it once NVML opens.
+TEST_F(MigManagerTest, NoDriverWaitsInsteadOfFailing) {
+  StartDaemonSets();
+  ManagerOptions o = Options();
+  auto driver = std::make_shared<std::atomic<bool>>(false);
+  o.open_nvml = [driver]() -> Result<std::unique_ptr<nvml::Client>> {
+    if (!*driver) return Unavailable("NVIDIA driver is not loaded (nvmlInit: Driver Not Loaded)");
+    return nvml::Client::Open(testing::kSimNvml);
+  };
+  StartManager(o);
+  SetConfigLabel("mixed");
+  const uint64_t before = manager_->reconciles();
+  ASSERT_TRUE(testing::WaitFor([&] { return manager_->reconciles() >= before + 3; }, kWait));
+  EXPECT_NE(NodeLabel(kStateLabel), "failed");
+  EXPECT_EQ(NodeAnnotation(kFailureAnnotation), "");
+  *driver = true;
+  ASSERT_TRUE(WaitForState("success")) << NodeAnnotation(kFailureAnnotation);
+  EXPECT_TRUE(Assert("mixed").ok()) << Assert("mixed").ToString();
+}
+
 }  // namespace
 }  // namespace gpuop::mig
