@@ -94,15 +94,6 @@ EOF
 run "gpuop sim cluster up --dir $cluster --config $work/cluster.yaml" | tail -2
 run "kubectl get nodes"
 [[ $(kubectl get nodes --no-headers | grep -c ' Ready ') == 4 ]] || die "4 Ready nodes expected"
-node_state() {
-  kubectl get nodes -o json | python3 -c '
-import json, sys
-for n in json.load(sys.stdin)["items"]:
-    m = n["metadata"]
-    print(m["name"], json.dumps(m.get("labels", {}), sort_keys=True),
-          json.dumps(m.get("annotations", {}), sort_keys=True),
-          json.dumps(n["spec"].get("taints", []), sort_keys=True), n["spec"].get("unschedulable", False))'
-}
 node_state >"$work/nodes-before.txt"
 
 # DEMO_SHORT (make test's form): the driver container's startup probe after

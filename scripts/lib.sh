@@ -14,5 +14,18 @@ cleanup_workdir() {
   rm -rf "$work"
 }
 
+# node_state: one line per node of the cluster kubectl points at: its name,
+# labels, annotations, taints and unschedulable, to compare before an
+# install with after an uninstall.
+node_state() {
+  kubectl --request-timeout=20s get nodes -o json | python3 -c '
+import json, sys
+for n in json.load(sys.stdin)["items"]:
+    m, spec = n["metadata"], n.get("spec", {})
+    print(m["name"], json.dumps(m.get("labels", {}), sort_keys=True),
+          json.dumps(m.get("annotations", {}), sort_keys=True),
+          json.dumps(spec.get("taints", []), sort_keys=True), spec.get("unschedulable", False))'
+}
+
 # free_port: a TCP port that is free on 127.0.0.1 now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -25,7 +25,9 @@ int Usage(const Status& s) {
 
 int RunToolkitCommand(const GlobalOptions& g, ToolkitFlags f) {
   f.options.host_root = g.host_root;
-  f.options.nvml_lib = [g](const std::string& driver_root) { return NvmlLibraryPath(g, driver_root); };
+  f.options.nvml_lib = [g](const std::string& driver_root) {
+    return NvmlLibraryPath(g, driver_root);
+  };
   auto resync = ParseDuration(f.resync);
   if (!resync.ok()) return Usage(resync.status().Annotate("--resync"));
   auto check = ParseDuration(f.check_interval);

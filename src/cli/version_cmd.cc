@@ -32,9 +32,12 @@ std::string NvmlLibraryPath(const GlobalOptions& g, const std::string& driver_ro
   // A container the runtime did not give the driver (the toolkit's, before
   // any runtime is configured): the driver root under the host root, found
   // through its ld.so.cache, as NVIDIA's toolkit finds it.
-  const char* env_root = std::getenv("NVIDIA_DRIVER_ROOT");
-  const std::string read_root = JoinRoot(
-      g.host_root, !driver_root.empty() ? driver_root : env_root && *env_root ? env_root : "/");
+  std::string root = driver_root;
+  if (root.empty()) {
+    const char* env = std::getenv("NVIDIA_DRIVER_ROOT");
+    root = env && *env ? env : "/";
+  }
+  const std::string read_root = JoinRoot(g.host_root, root);
   auto found = host::FindLibraryBySoname(read_root, kSoname);
   return found.ok() ? JoinRoot(read_root, *found) : kSoname;
 }

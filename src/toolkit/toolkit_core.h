@@ -65,11 +65,11 @@ enum Trigger : unsigned {
 
 // Which watched directory an inotify event came from.
 enum class WatchKind {
-  kDriverEtc,   // <driver-root>/etc: only ld.so.cache matters
-  kDriverLib,   // a library directory: libnvidia-*, libcuda*
-  kDev,         // <dev-root>/dev: nvidia* nodes
-  kDevCaps,     // <dev-root>/dev/nvidia-caps: every entry
-  kTriggerDir,  // the trigger file's directory: only the trigger file
+  kDriverEtc,    // <driver-root>/etc: only ld.so.cache matters
+  kDriverLib,    // a library directory: libnvidia-*, libcuda*
+  kDev,          // <dev-root>/dev: nvidia* nodes
+  kDevCaps,      // <dev-root>/dev/nvidia-caps: every entry
+  kTriggerDir,   // the trigger file's directory: only the trigger file
   kValidations,  // the validations directory: only the validator's driver-ready
 };
 

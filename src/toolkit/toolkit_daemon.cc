@@ -326,11 +326,10 @@ struct ToolkitDaemon::Impl {
     if (!ready->has_value()) return;
     const host::DriverReady& d = **ready;
     if (d.driver_root == opt.driver_root && d.dev_root == DevRoot()) return;
-    LogInfo("driver root from the validator's driver-ready",
-            {{"driver_root", d.driver_root},
-             {"dev_root", d.dev_root},
-             {"host_driver", d.host_driver},
-             {"configured", opt.driver_root}});
+    LogInfo("driver root from the validator's driver-ready", {{"driver_root", d.driver_root},
+                                                              {"dev_root", d.dev_root},
+                                                              {"host_driver", d.host_driver},
+                                                              {"configured", opt.driver_root}});
     opt.driver_root = d.driver_root;
     opt.dev_root = d.dev_root;
     *triggers |= kTriggerFileChange;

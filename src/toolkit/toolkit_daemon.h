@@ -38,8 +38,9 @@ struct ToolkitOptions {
   // The NVML library to load for a driver root, asked again on every
   // attempt: a driver container may set up the driver root after the
   // toolkit started, and the validator may say the driver is elsewhere.
-  std::function<std::string(const std::string& driver_root)> nvml_lib =
-      [](const std::string&) { return std::string("libnvidia-ml.so.1"); };
+  std::function<std::string(const std::string& driver_root)> nvml_lib = [](const std::string&) {
+    return std::string("libnvidia-ml.so.1");
+  };
   std::string cdi_output = "/var/run/cdi/nvidia.yaml";  // .json: JSON, else YAML
   // As the host sees it (NVIDIA_DRIVER_ROOT, NVIDIA_DEV_ROOT; an empty dev
   // root is the driver root). Once the validator has written driver-ready

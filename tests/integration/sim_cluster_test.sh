@@ -47,6 +47,7 @@
 # Usage: sim_cluster_test.sh BUILD_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"  # node_state
 
 build_dir=$(cd "${1:?usage: sim_cluster_test.sh BUILD_DIR}" && pwd)
 src_dir=$(cd "$(dirname "$0")/../.." && pwd)
@@ -99,15 +100,6 @@ u1 = {g["uuid"] for g in n["dgx-h100"]["gpus"]}; u2 = {g["uuid"] for g in n["l40
 assert not (u1 & u2), "UUIDs must differ between nodes"
 EOF
 # What the nodes carry before gpuop: uninstall must bring them back to it.
-node_state() {
-  k get nodes -o json | python3 -c '
-import json, sys
-for n in json.load(sys.stdin)["items"]:
-    m = n["metadata"]
-    print(m["name"], json.dumps(m.get("labels", {}), sort_keys=True),
-          json.dumps(m.get("annotations", {}), sort_keys=True),
-          json.dumps(n.get("spec", {}).get("taints", []), sort_keys=True))'
-}
 node_state > "$dir/nodes-before.txt"
 # Each node's own GPUs, as its processes see them.
 "$gpuop" sim cluster exec --dir "$dir" --node dgx-h100 -- "$gpuop" nvml list > "$dir/h100-gpus.txt"
