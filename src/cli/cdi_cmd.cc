@@ -74,10 +74,13 @@ int Generate(const GlobalOptions& g, const GenerateFlags& f) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
   }
-  Status s = MakeDirs(DirName(f.output));
-  if (s.ok()) s = WriteFileAtomic(f.output, text, 0644);
+  // A host path, under --host-root like every path gpuop reads or writes for
+  // a node (cdi list, the toolkit and runtime configure see it there).
+  const std::string output = JoinRoot(g.host_root, f.output);
+  Status s = MakeDirs(DirName(output));
+  if (s.ok()) s = WriteFileAtomic(output, text, 0644);
   if (!s.ok()) return Fail(s);
-  LogInfo("wrote CDI spec", {{"path", f.output},
+  LogInfo("wrote CDI spec", {{"path", output},
                              {"kind", spec->kind},
                              {"cdi_version", spec->cdi_version},
                              {"devices", spec->devices.size()}});
@@ -98,7 +101,8 @@ void RegisterCdiCommand(CLI::App& app, const GlobalOptions& g, Action* action) {
       ->capture_default_str();
   gen->add_option("--dev-root", f->dev_root,
                   "Root holding the /dev device nodes, as the host sees it (default: driver root)");
-  gen->add_option("--output", f->output, "File to write atomically (default: stdout)");
+  gen->add_option("--output", f->output,
+                  "File to write atomically, a host path under --host-root (default: stdout)");
   gen->add_option("--format", f->format,
                   "yaml|json (default: from --output's extension, else yaml)")
       ->check(CLI::IsMember({"yaml", "json"}));

@@ -140,8 +140,16 @@ check "$tmp/spec.yaml" "$root" "$self" || fail "YAML spec (driver-root form) is 
 check "$tmp/spec.json" "$root" "$self" || fail "JSON spec (driver-root form) is wrong"
 
 # ---- host-root form: gpuop reads under the root, the spec says host paths ---
-"$gpuop" --host-root "$root" cdi generate --driver-root / --output "$tmp/host.yaml"
-check "$tmp/host.yaml" "" /usr/local/nvidia/toolkit/gpuop || fail "host-root form spec is wrong"
+# --output is a host path too: written under the root, where `cdi list` (and
+# the toolkit, and the runtime) look; the real host's /var/run/cdi untouched.
+real_before=$(ls /var/run/cdi 2>/dev/null | sort | tr '\n' ' ' || true)
+"$gpuop" --host-root "$root" cdi generate --driver-root / --output /var/run/cdi/gpuop-test.yaml
+check "$root/var/run/cdi/gpuop-test.yaml" "" /usr/local/nvidia/toolkit/gpuop || fail "host-root form spec is wrong"
+[[ "$(ls /var/run/cdi 2>/dev/null | sort | tr '\n' ' ' || true)" == "$real_before" ]] ||
+  fail "cdi generate --output under --host-root wrote the real host's /var/run/cdi"
+"$gpuop" --host-root "$root" cdi list | grep -q '^nvidia.com/gpu=all$' ||
+  fail "cdi list under the same --host-root does not see the spec generate wrote"
+rm -f "$root/var/run/cdi/gpuop-test.yaml"
 
 # Names by strategy and without "all".
 "$gpuop" cdi generate --driver-root "$root" --device-name-strategy type-index --no-all-device \
