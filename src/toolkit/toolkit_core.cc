@@ -86,7 +86,7 @@ unsigned ClassifyWatchEvent(WatchKind kind, const std::string& name,
     case WatchKind::kTriggerDir:
       return name == trigger_name ? kTriggerRequestFile : kTriggerNone;
     case WatchKind::kValidations:
-      return name == host::kDriverReadyFile ? kTriggerFileChange : kTriggerNone;
+      return name == host::kDriverReadyFile ? kTriggerDriverReady : kTriggerNone;
   }
   return kTriggerNone;
 }

@@ -61,6 +61,10 @@ enum Trigger : unsigned {
   kTriggerFileChange = 1u << 1,  // driver libraries, ld.so.cache or device nodes changed
   kTriggerSighup = 1u << 2,
   kTriggerRequestFile = 1u << 3,  // someone touched the trigger file
+  // The validator's driver-ready changed: the driver root is read again, and
+  // only a root that moved regenerates (its removal at uninstall must not
+  // bring back a spec the toolkit's preStop just deleted).
+  kTriggerDriverReady = 1u << 4,
 };
 
 // Which watched directory an inotify event came from.

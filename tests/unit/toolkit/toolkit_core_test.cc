@@ -74,7 +74,7 @@ TEST(WatchEventTest, OnlyRelevantFilesTrigger) {
   EXPECT_EQ(ClassifyWatchEvent(WatchKind::kTriggerDir, "status.json.tmp.1.2", "regenerate"),
             kTriggerNone);
   EXPECT_EQ(ClassifyWatchEvent(WatchKind::kValidations, "driver-ready", "regenerate"),
-            kTriggerFileChange);
+            kTriggerDriverReady);
   EXPECT_EQ(ClassifyWatchEvent(WatchKind::kValidations, "toolkit-ready", "regenerate"),
             kTriggerNone);
 }
@@ -116,6 +116,9 @@ TEST_F(CoreTest, ExplicitTriggersRegenerateEvenWithoutChange) {
   EXPECT_EQ(core_.Decide(kTriggerRequestFile, fp_, t0_ + 1s).reason, "trigger-file");
   EXPECT_EQ(core_.Decide(kTriggerFileChange, fp_, t0_ + 1s).reason, "file-change");
   EXPECT_EQ(core_.Decide(kTriggerSighup | kTriggerFileChange, fp_, t0_ + 1s).reason, "sighup");
+  // driver-ready alone (written again, or removed at uninstall) is no reason:
+  // the daemon adds kTriggerFileChange when the driver root really moved.
+  EXPECT_FALSE(core_.Decide(kTriggerDriverReady, fp_, t0_ + 1s).regenerate);
 }
 
 TEST_F(CoreTest, ResyncIsABackstop) {
