@@ -3,8 +3,9 @@
 // is. One ClusterPolicy serves nodes whose driver comes in a container
 // (/run/nvidia/driver) and nodes with a driver on the host (labelled
 // nvidia.com/gpu.deploy.driver=pre-installed), so NVIDIA_DRIVER_ROOT as
-// rendered is right for only one kind; NVIDIA's toolkit, device plugin and
-// MIG manager source this file for the node's truth, and gpuop's do the same.
+// rendered is right for only one kind. NVIDIA's toolkit, device plugin and
+// MIG manager source this file for the node's truth; gpuop's toolkit and MIG
+// manager read it (its device plugin gets the driver through the CDI spec).
 //
 // The format is NVIDIA's, shell-sourceable KEY=VALUE lines: IS_HOST_DRIVER,
 // NVIDIA_DRIVER_ROOT, DRIVER_ROOT_CTR_PATH, NVIDIA_DEV_ROOT, DEV_ROOT_CTR_PATH
