@@ -634,7 +634,13 @@ Result<std::shared_ptr<const CompiledCrd>> CompiledCrd::Compile(const Json& crd)
     }
     const Json& sub = Get(v, "subresources");
     info.subresources.status = Get(sub, "status").is_object();
-    info.subresources.scale = Get(sub, "scale").is_object();
+    if (const Json& scale = Get(sub, "scale"); scale.is_object()) {
+      info.subresources.scale = true;
+      ScalePaths& paths = info.subresources.scale_paths;
+      paths.spec_replicas = Str(scale, "specReplicasPath");
+      paths.status_replicas = Str(scale, "statusReplicasPath");
+      paths.label_selector = Str(scale, "labelSelectorPath");
+    }
     info.custom = true;
     ApplyDefaultBehaviour(info);
     out->versions_.push_back(std::move(cv));

@@ -111,6 +111,15 @@ Json ApiResourceList(const Registry& registry, std::string_view group, std::stri
                       {"kind", r.kind},
                       {"verbs", {"get", "patch", "update"}}});
     }
+    if (r.subresources.scale) {
+      list.push_back({{"name", r.plural + "/scale"},
+                      {"singularName", ""},
+                      {"namespaced", r.namespaced},
+                      {"group", "autoscaling"},
+                      {"version", "v1"},
+                      {"kind", "Scale"},
+                      {"verbs", {"get", "patch", "update"}}});
+    }
     if (r.subresources.eviction) {
       list.push_back({{"name", r.plural + "/eviction"},
                       {"singularName", ""},
@@ -169,6 +178,11 @@ Json AggregatedDiscovery(const Registry& registry, bool legacy, std::string_view
         if (r.subresources.status) {
           subs.push_back({{"subresource", "status"},
                           {"responseKind", Gvk(r.group, r.version, r.kind)},
+                          {"verbs", {"get", "patch", "update"}}});
+        }
+        if (r.subresources.scale) {
+          subs.push_back({{"subresource", "scale"},
+                          {"responseKind", Gvk("autoscaling", "v1", "Scale")},
                           {"verbs", {"get", "patch", "update"}}});
         }
         if (r.subresources.eviction) {

@@ -9,6 +9,7 @@
 
 #include "base/files.h"
 #include "base/strings.h"
+#include "sim/kube/discovery.h"
 
 #ifndef GPUOP_SOURCE_OPENAPI_DIR
 #define GPUOP_SOURCE_OPENAPI_DIR ""
@@ -63,6 +64,22 @@ Result<std::shared_ptr<const OpenApiDocs>> OpenApiDocs::Load(const std::string& 
 const std::string* OpenApiDocs::Find(std::string_view path) const {
   auto it = docs_.find(path);
   return it == docs_.end() ? nullptr : &it->second;
+}
+
+std::string EmptyOpenApiV2(bool protobuf) {
+  constexpr std::string_view kTitle = "Kubernetes";
+  constexpr std::string_view kVersion = kKubeGitVersion;
+  if (!protobuf) {
+    return R"({"swagger":"2.0","info":{"title":")" + std::string(kTitle) + R"(","version":")" +
+           std::string(kVersion) + R"("},"paths":{},"definitions":{}})";
+  }
+  // Document{swagger=1: "2.0", info=2: Info{title=1, version=2}}; every
+  // length is under 128, so each fits one varint byte.
+  auto field = [](char tag, std::string_view bytes) {
+    return std::string(1, tag) + static_cast<char>(bytes.size()) + std::string(bytes);
+  };
+  std::string info = field('\x0a', kTitle) + field('\x12', kVersion);
+  return field('\x0a', "2.0") + field('\x12', info);
 }
 
 std::string DefaultOpenApiDir() {

@@ -36,6 +36,16 @@ class OpenApiDocs {
   std::map<std::string, std::string, std::less<>> docs_;
 };
 
+// GET /openapi/v2. The emulator has the Kubernetes schemas as OpenAPI v3
+// only; kubectl reads v2 just for group versions /openapi/v3 does not list,
+// i.e. kinds the server does not serve. An empty Swagger 2.0 document there
+// lets it skip validating what it cannot map and say "no matches for kind",
+// as it does against kube-apiserver. `protobuf`: gnostic's openapi_v2.Document
+// (what client-go asks for, kOpenApiV2Protobuf), else JSON.
+inline constexpr std::string_view kOpenApiV2Protobuf =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+std::string EmptyOpenApiV2(bool protobuf);
+
 // The directory the emulator serves by default: <dir of the running
 // executable>/../share/gpuop/openapi/1.35 when it exists, else the source
 // tree's api/openapi/1.35 (known at build time).

@@ -33,8 +33,8 @@ const std::vector<Builtin>& BuiltinTable() {
       {"", "Event", "events", true, {"ev"}},
       // apps/v1
       {"apps", "DaemonSet", "daemonsets", true, {"ds"}, true, true},
-      {"apps", "Deployment", "deployments", true, {"deploy"}, true, true},
-      {"apps", "ReplicaSet", "replicasets", true, {"rs"}, true, true},
+      {"apps", "Deployment", "deployments", true, {"deploy"}, true, true, false, true},
+      {"apps", "ReplicaSet", "replicasets", true, {"rs"}, true, true, false, true},
       {"apps", "ControllerRevision", "controllerrevisions", true, {}},
       // batch/v1
       {"batch", "Job", "jobs", true, {}, true, true},
@@ -56,6 +56,8 @@ const std::vector<Builtin>& BuiltinTable() {
        false,
        {"crd", "crds"},
        true},
+      // scheduling.k8s.io/v1
+      {"scheduling.k8s.io", "PriorityClass", "priorityclasses", false, {"pc"}},
       // coordination.k8s.io/v1
       {"coordination.k8s.io", "Lease", "leases", true, {}},
       // node.k8s.io/v1
@@ -79,6 +81,7 @@ const char* const kGroupOrder[] = {
     "policy",
     "rbac.authorization.k8s.io",
     "apiextensions.k8s.io",
+    "scheduling.k8s.io",
     "coordination.k8s.io",
     "node.k8s.io",
     "resource.k8s.io",
@@ -151,6 +154,7 @@ std::vector<ResourceInfo> BuiltinResources() {
     r.subresources.status = b.status;
     r.subresources.eviction = b.eviction;
     r.subresources.scale = b.scale;
+    if (b.scale) r.subresources.scale_paths.label_selector = ".spec.selector";
     if (r.group.empty() && r.plural == "namespaces") {
       r = NamespaceResource();
     }

@@ -28,10 +28,21 @@ struct GroupResource {
   auto operator<=>(const GroupResource&) const = default;
 };
 
+// Where the scale subresource reads and writes: dotted paths into the object
+// (a CRD's specReplicasPath, statusReplicasPath, labelSelectorPath). The
+// selector is a metav1.LabelSelector object (the apps workloads) or a string
+// (custom resources); empty: the Scale has no status.selector.
+struct ScalePaths {
+  std::string spec_replicas = ".spec.replicas";
+  std::string status_replicas = ".status.replicas";
+  std::string label_selector;
+};
+
 struct Subresources {
   bool status = false;    // /status: spec and status written separately
-  bool scale = false;     // /scale
+  bool scale = false;     // /scale (scale.h), reading and writing scale_paths
   bool eviction = false;  // pods/eviction
+  ScalePaths scale_paths;
 };
 
 struct ResourceInfo {

@@ -32,6 +32,7 @@
 #include "sim/kube/openapi.h"
 #include "sim/kube/protobuf.h"
 #include "sim/kube/rbac.h"
+#include "sim/kube/scale.h"
 #include "sim/kube/schema.h"
 #include "sim/kube/strategic_merge.h"
 #include "sim/kube/table.h"
@@ -821,6 +822,69 @@ struct ApiServer::Impl {
     return ApiStatus::Ok();
   }
 
+  // A namespaced object sent without a namespace takes the request's before
+  // it is validated, as the real handlers do (a custom resource's metadata
+  // is checked with the body).
+  static void TakeRequestNamespace(const ResourceInfo& info, const RequestTarget& t, Json& obj) {
+    if (!info.namespaced || t.ns.empty() || !obj.is_object()) return;
+    auto meta = obj.find("metadata");
+    if (meta == obj.end() || meta->is_null()) {
+      obj["metadata"] = {{"namespace", t.ns}};
+    } else if (meta->is_object()) {
+      auto ns = meta->find("namespace");
+      if (ns == meta->end() || *ns == "") (*meta)["namespace"] = t.ns;
+    }
+  }
+
+  // PUT or PATCH of a Scale: the Scale (the body, or the current Scale
+  // patched) written to the object's replicas. Retried on a concurrent write
+  // unless the Scale named the resourceVersion it was read at, as the real
+  // server's update loop does.
+  ApiResult<Object> WriteScale(const ResourceInfo& info, const RequestTarget& t,
+                               const std::string& method, const httplib::Request& req,
+                               const ApiResult<Json>& body, bool dry_run) {
+    std::optional<PatchType> type;
+    if (method == "PATCH") {
+      auto parsed = PatchTypeFor(req.get_header_value("Content-Type"));
+      if (!parsed.ok()) return UnsupportedMediaTypeError(parsed.status().message());
+      if (*parsed == PatchType::kApply) {
+        return UnsupportedMediaTypeError(
+            "the scale subresource takes merge, JSON and strategic merge patches; server-side "
+            "apply is not supported by the API emulator: patch the object itself instead");
+      }
+      type = *parsed;
+    }
+    for (int attempt = 0;; ++attempt) {
+      auto current = store->Get(info, t.ns, t.name);
+      if (!current.ok()) return current.error();
+      Json scale;
+      if (!type) {
+        if (!body.ok()) return body.error();
+        scale = *body;
+      } else {
+        auto patch = ParseBody(req.body, false);
+        if (!patch.ok()) return patch.error();
+        Json view = ScaleOf(info, **current);
+        if (*type == PatchType::kJson) {
+          auto patched = ApplyJsonPatch(view, *patch);
+          if (!patched.ok()) return BadRequestError(patched.status().message());
+          scale = std::move(patched).value();
+        } else {
+          // A Scale has no lists, so a strategic merge is a merge.
+          scale = MergePatch(view, *patch);
+        }
+      }
+      auto updated = WithScale(info, **current, scale);
+      if (!updated.ok()) return updated.error();
+      UpdateOptions uo;
+      uo.dry_run = dry_run;
+      auto written = store->Update(info, t.ns, t.name, std::move(updated).value(), uo);
+      bool stale = !written.ok() && written.error().code == 409 &&
+                   scale["metadata"].value("resourceVersion", "").empty();
+      if (!stale || attempt == 4) return written;
+    }
+  }
+
   // The disruption controller's scale finders: a ReplicaSet owned by a
   // Deployment answers with the Deployment's replicas; any other served
   // owner that scales (the apps workloads, ReplicationControllers, custom
@@ -1001,6 +1065,13 @@ bool ApiServer::Impl::HandleDiscovery(const httplib::Request& req, httplib::Resp
               legacy ? ApiVersions(host + ":" + std::to_string(port)) : ApiGroupList(registry));
     return true;
   }
+  if (path == "/openapi/v2") {
+    bool protobuf = accept.find("com.github.proto-openapi.spec.v2") != std::string::npos;
+    res.status = 200;
+    res.set_content(EmptyOpenApiV2(protobuf),
+                    protobuf ? std::string(kOpenApiV2Protobuf) : std::string(kJson));
+    return true;
+  }
   if (path == "/openapi/v3" || path == "/openapi/v3/") {
     res.status = 200;
     res.set_content(openapi->index(), kJson);
@@ -1154,7 +1225,9 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     bool ok = (t.subresource == "status" && info.subresources.status) ||
               (t.subresource == "eviction" && info.subresources.eviction && method == "POST") ||
               (t.subresource == "binding" && info.group.empty() && info.plural == "pods" &&
-               method == "POST");
+               method == "POST") ||
+              (t.subresource == "scale" && info.subresources.scale &&
+               (method == "GET" || method == "PUT" || method == "PATCH"));
     if (!ok || t.name.empty()) {
       WriteError(res, NotServedError());
       return;
@@ -1245,6 +1318,12 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     return;
   }
 
+  if (t.verb == "get" && t.subresource == "scale") {
+    auto got = store->Get(info, t.ns, t.name);
+    if (!got.ok()) return WriteError(res, got.error());
+    return WriteJson(res, 200, ScaleOf(info, **got));
+  }
+
   if (t.verb == "get") {
     auto got = store->Get(info, t.ns, t.name);
     if (!got.ok()) return WriteError(res, got.error());
@@ -1320,6 +1399,12 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     return WriteJson(res, 201, status);
   }
 
+  if (t.subresource == "scale") {
+    auto scaled = WriteScale(info, t, method, req, parse_body(yaml_body), dry_run);
+    if (!scaled.ok()) return WriteError(res, scaled.error());
+    return WriteJson(res, 200, ScaleOf(info, **scaled));
+  }
+
   if (t.subresource == "binding") {
     auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
@@ -1334,6 +1419,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
     Json obj = std::move(body).value();
+    TakeRequestNamespace(info, t, obj);
     if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
     std::string body_ns = obj["metadata"].is_object() ? obj["metadata"].value("namespace", "") : "";
     if (info.namespaced && !body_ns.empty() && !t.ns.empty() && body_ns != t.ns) {
@@ -1353,6 +1439,7 @@ void ApiServer::Impl::HandleResource(const std::string& method, RequestTarget& t
     auto body = parse_body(yaml_body);
     if (!body.ok()) return WriteError(res, body.error());
     Json obj = std::move(body).value();
+    TakeRequestNamespace(info, t, obj);
     if (auto s = check_body(obj); !s.ok()) return WriteError(res, s.error());
     std::string body_name = obj["metadata"].is_object() ? obj["metadata"].value("name", "") : "";
     if (body_name != t.name) {

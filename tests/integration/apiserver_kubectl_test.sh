@@ -170,6 +170,13 @@ grep -q "configmap/app-config configured" "$tmp/apply3.txt" ||
   fail "changed apply is not configured: $(cat "$tmp/apply3.txt")"
 [[ $(k get cm app-config -n gpu-operator -o jsonpath='{.data.mode}') == safe ]] ||
   fail "apply did not change data.mode"
+# kubectl scale: a merge patch of the Deployment's scale subresource.
+k scale deployment/operator -n gpu-operator --replicas=3 >/dev/null || fail "kubectl scale"
+[[ $(k get deploy operator -n gpu-operator -o jsonpath='{.spec.replicas}') == 3 ]] ||
+  fail "kubectl scale did not set spec.replicas"
+k scale deployment/operator -n gpu-operator --current-replicas=2 --replicas=1 >"$tmp/scale.txt" 2>&1 &&
+  fail "kubectl scale with a wrong --current-replicas succeeded"
+grep -q 'Expected replicas to be 2, was 3' "$tmp/scale.txt" || fail "kubectl scale precondition: $(cat "$tmp/scale.txt")"
 
 cat >"$tmp/ssa.yaml" <<'EOF'
 apiVersion: v1
@@ -237,6 +244,12 @@ spec:
               phase:
                 type: string
 EOF
+# Before its CRD exists a kind has no mapping: kubectl's own message, not
+# a failed download of /openapi/v2 (which it reads for unknown group versions).
+printf 'apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: early}\n' >"$tmp/early.yaml"
+k apply -f "$tmp/early.yaml" >"$tmp/early.txt" 2>&1 && fail "apply of a kind without its CRD succeeded"
+grep -q 'no matches for kind "Widget" in version "example.com/v1"' "$tmp/early.txt" ||
+  fail "apply of a kind without its CRD: $(cat "$tmp/early.txt")"
 k apply -f "$tmp/crd.yaml" >/dev/null 2>&1 || fail "apply CRD"
 k wait --for=condition=established --timeout=60s crd/widgets.example.com >/dev/null 2>&1 ||
   fail "wait for the CRD to be established"
