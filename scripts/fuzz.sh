@@ -138,6 +138,32 @@ seed field_selector fields 'metadata.name=n,spec.nodeName!=node\,1,status.phase=
 seed json_patch ops '[{"a":{"b":[1,2,{"c":null}],"d~e/f":"x"}},[{"op":"add","path":"/a/b/-","value":3},{"op":"remove","path":"/a/d~0e~1f"},{"op":"replace","path":"/a/b/0","value":{}},{"op":"move","from":"/a/b/1","path":"/m"},{"op":"copy","from":"/a","path":"/c"},{"op":"test","path":"/m","value":2}]]'
 seed json_patch merge '[{"a":{"b":1,"c":[1]},"d":"x"},{"a":{"b":null,"e":{"f":true}},"d":[null]}]'
 
+# Protobuf request bodies (magic, runtime.Unknown, object) as client-go writes
+# them; bytes, so printf escapes (seed_bytes TARGET NAME PRINTF-FORMAT).
+seed_bytes() { mkdir -p "$seeds/$1" && printf "$3" >"$seeds/$1/$2"; }
+seed_bytes kube_protobuf namespace 'k8s\000\012\017\012\002v1\022\011Namespace\022\017\012\007\012\001n\032\000B\000\022\000'\
+'\032\002\012\000\032\000\042\000'
+seed_bytes kube_protobuf deployment 'k8s\000\012\025\012\007apps/v1\022\012Deployment\022\225\002\012\034\012\003web\032\007d'\
+'efaultB\000Z\012\012\003app\022\003web\022\362\001\010\002\022\014\012\012\012\003app'\
+'\022\003web\032\277\001\012\022\012\000\032\000B\000Z\012\012\003app\022\003web\022\250'\
+'\001\012\026\012\001v\022\021\022\017\012\006Memory\022\005\012\0031Gi\022\140\012\003we'\
+'b\022\005nginx\032\005sleep\032\00436002\007\030P\042\003TCP:\006\012\001A\022\0011B\017'\
+'\012\015\012\003cpu\022\006\012\004500mR\032\012\026\022\024\012\010/healthz\022\010\010'\
+'\001\032\004http\020\005J\007\012\001v\032\002/v\032\006Always\262\001\013\012\001k\022'\
+'\006Exists\222\001\025\012\023\012\021\012\017\012\015\012\004zone\022\002In\032\001a'\
+'\042\036\012\015RollingUpdate\022\015\012\007\010\001\032\00325\045\022\002\020\001\032'\
+'\000\032\000\042\000'
+seed_bytes kube_protobuf pod 'k8s\000\012\011\012\002v1\022\003Pod\022\275\001\012\016\012\001p\032\007defaultB\000'\
+'\022\250\001\012\026\012\001v\022\021\022\017\012\006Memory\022\005\012\0031Gi\022\140'\
+'\012\003web\022\005nginx\032\005sleep\032\00436002\007\030P\042\003TCP:\006\012\001A\022'\
+'\0011B\017\012\015\012\003cpu\022\006\012\004500mR\032\012\026\022\024\012\010/healthz'\
+'\022\010\010\001\032\004http\020\005J\007\012\001v\032\002/v\032\006Always\262\001\013'\
+'\012\001k\022\006Exists\222\001\025\012\023\012\021\012\017\012\015\012\004zone\022\002I'\
+'n\032\001a\032\000\032\000\042\000'
+seed_bytes kube_protobuf service 'k8s\000\012\015\012\002v1\022\007Service\022\074\012\016\012\001s\032\007defaultB\000'\
+'\022\046\012\016\022\003TCP\030P\042\005\010\000\020\220\077\022\012\012\003app\022\003w'\
+'eb\042\010NodePort\032\002\012\000\032\000\042\000'
+
 seed strategic_merge pod '[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"x"},"finalizers":["f"]},"spec":{"containers":[{"name":"main","image":"i","env":[{"name":"A","value":"1"}]},{"name":"side","image":"b"}],"volumes":[{"name":"v","hostPath":{"path":"/"}}],"tolerations":[{"key":"k","operator":"Exists"}]}},{"metadata":{"labels":{"a":null},"$deleteFromPrimitiveList/finalizers":["f"]},"spec":{"$setElementOrder/containers":[{"name":"side"},{"name":"main"}],"containers":[{"name":"main","env":[{"name":"B","value":"2"},{"name":"A","$patch":"delete"}]}],"volumes":[{"$patch":"replace"}],"$retainKeys":["containers"]}}]'
 seed strategic_merge node '[{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"status":{"conditions":[{"type":"Ready","status":"True"}]}},{"status":{"conditions":[{"type":"Ready","status":"False"},{"type":"X","status":"True"}]},"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}]'
 seed strategic_merge daemonset '[{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"d"},"spec":{"template":{"spec":{"containers":[{"name":"c","args":["a"],"ports":[{"containerPort":80}]}]}}}},{"spec":{"template":{"spec":{"containers":[{"name":"c","args":["b"],"ports":[{"containerPort":81,"$patch":"merge"}]}]}}}}]'

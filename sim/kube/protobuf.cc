@@ -6,268 +6,14 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "sim/kube/protobuf_tables.h"
 #include "sim/kube/tls.h"
 
 namespace gpuop::simkube {
 namespace {
 
 using Json = nlohmann::json;
-
-// ---- Tables ---------------------------------------------------------------
-// Field numbers from k8s.io/api and k8s.io/apimachinery generated.proto; JSON
-// names and omitempty from the Go types' json tags.
-
-constexpr ProtoEmit kIfSet = ProtoEmit::kIfSet;
-constexpr ProtoEmit kAlways = ProtoEmit::kAlways;
-
-constexpr ProtoField Str(uint32_t n, std::string_view name, ProtoEmit e = ProtoEmit::kUnlessEmpty) {
-  return {n, name, ProtoKind::kString, ProtoLabel::kSingular, e};
-}
-constexpr ProtoField Strs(uint32_t n, std::string_view name) {
-  return {n, name, ProtoKind::kString, ProtoLabel::kRepeated};
-}
-constexpr ProtoField StrMap(uint32_t n, std::string_view name) {
-  return {n, name, ProtoKind::kString, ProtoLabel::kMap};
-}
-constexpr ProtoField BytesMap(uint32_t n, std::string_view name) {
-  return {n, name, ProtoKind::kBytes, ProtoLabel::kMap};
-}
-constexpr ProtoField Int64(uint32_t n, std::string_view name,
-                           ProtoEmit e = ProtoEmit::kUnlessEmpty) {
-  return {n, name, ProtoKind::kInt64, ProtoLabel::kSingular, e};
-}
-constexpr ProtoField Bool(uint32_t n, std::string_view name,
-                          ProtoEmit e = ProtoEmit::kUnlessEmpty) {
-  return {n, name, ProtoKind::kBool, ProtoLabel::kSingular, e};
-}
-// A metav1.Time: Go writes null for the zero time, so it is written when set.
-constexpr ProtoField Time(uint32_t n, std::string_view name) {
-  return {n, name, ProtoKind::kTime, ProtoLabel::kSingular, kIfSet};
-}
-constexpr ProtoField Raw(uint32_t n, std::string_view name) {
-  return {n, name, ProtoKind::kRawExtension, ProtoLabel::kSingular, kIfSet};
-}
-constexpr ProtoField Msg(uint32_t n, std::string_view name, const ProtoMessage* m) {
-  return {n, name, ProtoKind::kMessage, ProtoLabel::kSingular, kIfSet, m};
-}
-constexpr ProtoField Msgs(uint32_t n, std::string_view name, const ProtoMessage* m) {
-  return {n, name, ProtoKind::kMessage, ProtoLabel::kRepeated, kIfSet, m};
-}
-
-// k8s.io/apimachinery/pkg/apis/meta/v1
-
-constexpr ProtoField kOwnerReferenceFields[] = {
-    Str(5, "apiVersion", kAlways), Str(1, "kind", kAlways),
-    Str(3, "name", kAlways),       Str(4, "uid", kAlways),
-    Bool(6, "controller", kIfSet), Bool(7, "blockOwnerDeletion", kIfSet),
-};
-constexpr ProtoMessage kOwnerReference{"OwnerReference", kOwnerReferenceFields};
-
-constexpr ProtoField kManagedFieldsEntryFields[] = {
-    Str(1, "manager"),    Str(2, "operation"), Str(3, "apiVersion"),  Time(4, "time"),
-    Str(6, "fieldsType"), Raw(7, "fieldsV1"),  Str(8, "subresource"),
-};
-constexpr ProtoMessage kManagedFieldsEntry{"ManagedFieldsEntry", kManagedFieldsEntryFields};
-
-constexpr ProtoField kObjectMetaFields[] = {
-    Str(1, "name"),
-    Str(2, "generateName"),
-    Str(3, "namespace"),
-    Str(4, "selfLink"),
-    Str(5, "uid"),
-    Str(6, "resourceVersion"),
-    Int64(7, "generation"),
-    Time(8, "creationTimestamp"),
-    Time(9, "deletionTimestamp"),
-    Int64(10, "deletionGracePeriodSeconds", kIfSet),
-    StrMap(11, "labels"),
-    StrMap(12, "annotations"),
-    Msgs(13, "ownerReferences", &kOwnerReference),
-    Strs(14, "finalizers"),
-    Msgs(17, "managedFields", &kManagedFieldsEntry),
-};
-constexpr ProtoMessage kObjectMeta{"ObjectMeta", kObjectMetaFields};
-
-constexpr ProtoField kLabelSelectorRequirementFields[] = {
-    Str(1, "key", kAlways), Str(2, "operator", kAlways), Strs(3, "values")};
-constexpr ProtoMessage kLabelSelectorRequirement{"LabelSelectorRequirement",
-                                                 kLabelSelectorRequirementFields};
-
-constexpr ProtoField kLabelSelectorFields[] = {
-    StrMap(1, "matchLabels"), Msgs(2, "matchExpressions", &kLabelSelectorRequirement)};
-constexpr ProtoMessage kLabelSelector{"LabelSelector", kLabelSelectorFields};
-
-constexpr ProtoField kPreconditionsFields[] = {Str(1, "uid", kIfSet),
-                                               Str(2, "resourceVersion", kIfSet)};
-constexpr ProtoMessage kPreconditions{"Preconditions", kPreconditionsFields};
-
-constexpr ProtoField kDeleteOptionsFields[] = {
-    Int64(1, "gracePeriodSeconds", kIfSet),
-    Msg(2, "preconditions", &kPreconditions),
-    Bool(3, "orphanDependents", kIfSet),
-    Str(4, "propagationPolicy", kIfSet),
-    Strs(5, "dryRun"),
-};
-constexpr ProtoMessage kDeleteOptions{"DeleteOptions", kDeleteOptionsFields};
-
-// k8s.io/api/core/v1
-
-constexpr ProtoField kObjectReferenceFields[] = {
-    Str(1, "kind"),       Str(2, "namespace"),       Str(3, "name"),      Str(4, "uid"),
-    Str(5, "apiVersion"), Str(6, "resourceVersion"), Str(7, "fieldPath"),
-};
-constexpr ProtoMessage kObjectReference{"ObjectReference", kObjectReferenceFields};
-
-constexpr ProtoField kLocalObjectReferenceFields[] = {Str(1, "name")};
-constexpr ProtoMessage kLocalObjectReference{"LocalObjectReference", kLocalObjectReferenceFields};
-
-constexpr ProtoField kNamespaceSpecFields[] = {Strs(1, "finalizers")};
-constexpr ProtoMessage kNamespaceSpec{"NamespaceSpec", kNamespaceSpecFields};
-
-constexpr ProtoField kNamespaceConditionFields[] = {
-    Str(1, "type", kAlways), Str(2, "status", kAlways), Time(4, "lastTransitionTime"),
-    Str(5, "reason"),        Str(6, "message"),
-};
-constexpr ProtoMessage kNamespaceCondition{"NamespaceCondition", kNamespaceConditionFields};
-
-constexpr ProtoField kNamespaceStatusFields[] = {Str(1, "phase"),
-                                                 Msgs(2, "conditions", &kNamespaceCondition)};
-constexpr ProtoMessage kNamespaceStatus{"NamespaceStatus", kNamespaceStatusFields};
-
-constexpr ProtoField kNamespaceFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                           Msg(2, "spec", &kNamespaceSpec),
-                                           Msg(3, "status", &kNamespaceStatus)};
-constexpr ProtoMessage kNamespace{"Namespace", kNamespaceFields};
-
-constexpr ProtoField kConfigMapFields[] = {Msg(1, "metadata", &kObjectMeta), StrMap(2, "data"),
-                                           BytesMap(3, "binaryData"), Bool(4, "immutable", kIfSet)};
-constexpr ProtoMessage kConfigMap{"ConfigMap", kConfigMapFields};
-
-constexpr ProtoField kSecretFields[] = {
-    Msg(1, "metadata", &kObjectMeta), BytesMap(2, "data"),          Str(3, "type"),
-    StrMap(4, "stringData"),          Bool(5, "immutable", kIfSet),
-};
-constexpr ProtoMessage kSecret{"Secret", kSecretFields};
-
-constexpr ProtoField kServiceAccountFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                                Msgs(2, "secrets", &kObjectReference),
-                                                Msgs(3, "imagePullSecrets", &kLocalObjectReference),
-                                                Bool(4, "automountServiceAccountToken", kIfSet)};
-constexpr ProtoMessage kServiceAccount{"ServiceAccount", kServiceAccountFields};
-
-// pods/binding, as a scheduler posts it.
-constexpr ProtoField kBindingFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                         Msg(2, "target", &kObjectReference)};
-constexpr ProtoMessage kBinding{"Binding", kBindingFields};
-
-// k8s.io/api/policy/v1: pods/eviction, as kubectl drain posts it.
-constexpr ProtoField kEvictionFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                          Msg(2, "deleteOptions", &kDeleteOptions)};
-constexpr ProtoMessage kEviction{"Eviction", kEvictionFields};
-
-// k8s.io/api/authentication/v1: serviceaccounts/token, as `kubectl create
-// token` posts it (status is the server's).
-constexpr ProtoField kBoundObjectReferenceFields[] = {Str(1, "kind"), Str(2, "apiVersion"),
-                                                      Str(3, "name"), Str(4, "uid")};
-constexpr ProtoMessage kBoundObjectReference{"BoundObjectReference", kBoundObjectReferenceFields};
-constexpr ProtoField kTokenRequestSpecFields[] = {
-    Strs(1, "audiences"), Msg(3, "boundObjectRef", &kBoundObjectReference),
-    Int64(4, "expirationSeconds", kIfSet)};
-constexpr ProtoMessage kTokenRequestSpec{"TokenRequestSpec", kTokenRequestSpecFields};
-constexpr ProtoField kTokenRequestFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                              Msg(2, "spec", &kTokenRequestSpec)};
-constexpr ProtoMessage kTokenRequest{"TokenRequest", kTokenRequestFields};
-
-// k8s.io/api/authorization/v1: selfsubjectaccessreviews, as `kubectl auth
-// can-i` posts them.
-constexpr ProtoField kResourceAttributesFields[] = {
-    Str(1, "namespace"), Str(2, "verb"),        Str(3, "group"), Str(4, "version"),
-    Str(5, "resource"),  Str(6, "subresource"), Str(7, "name")};
-constexpr ProtoMessage kResourceAttributes{"ResourceAttributes", kResourceAttributesFields};
-constexpr ProtoField kNonResourceAttributesFields[] = {Str(1, "path"), Str(2, "verb")};
-constexpr ProtoMessage kNonResourceAttributes{"NonResourceAttributes",
-                                              kNonResourceAttributesFields};
-constexpr ProtoField kSelfSubjectAccessReviewSpecFields[] = {
-    Msg(1, "resourceAttributes", &kResourceAttributes),
-    Msg(2, "nonResourceAttributes", &kNonResourceAttributes)};
-constexpr ProtoMessage kSelfSubjectAccessReviewSpec{"SelfSubjectAccessReviewSpec",
-                                                    kSelfSubjectAccessReviewSpecFields};
-constexpr ProtoField kSelfSubjectAccessReviewFields[] = {
-    Msg(1, "metadata", &kObjectMeta), Msg(2, "spec", &kSelfSubjectAccessReviewSpec)};
-constexpr ProtoMessage kSelfSubjectAccessReview{"SelfSubjectAccessReview",
-                                                kSelfSubjectAccessReviewFields};
-
-// k8s.io/api/rbac/v1
-
-constexpr ProtoField kPolicyRuleFields[] = {
-    Strs(1, "verbs"),         Strs(2, "apiGroups"),       Strs(3, "resources"),
-    Strs(4, "resourceNames"), Strs(5, "nonResourceURLs"),
-};
-constexpr ProtoMessage kPolicyRule{"PolicyRule", kPolicyRuleFields};
-
-constexpr ProtoField kAggregationRuleFields[] = {Msgs(1, "clusterRoleSelectors", &kLabelSelector)};
-constexpr ProtoMessage kAggregationRule{"AggregationRule", kAggregationRuleFields};
-
-constexpr ProtoField kRoleFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                      Msgs(2, "rules", &kPolicyRule)};
-constexpr ProtoMessage kRole{"Role", kRoleFields};
-
-constexpr ProtoField kClusterRoleFields[] = {Msg(1, "metadata", &kObjectMeta),
-                                             Msgs(2, "rules", &kPolicyRule),
-                                             Msg(3, "aggregationRule", &kAggregationRule)};
-constexpr ProtoMessage kClusterRole{"ClusterRole", kClusterRoleFields};
-
-constexpr ProtoField kSubjectFields[] = {Str(1, "kind", kAlways), Str(2, "apiGroup"),
-                                         Str(3, "name", kAlways), Str(4, "namespace")};
-constexpr ProtoMessage kSubject{"Subject", kSubjectFields};
-
-constexpr ProtoField kRoleRefFields[] = {Str(1, "apiGroup", kAlways), Str(2, "kind", kAlways),
-                                         Str(3, "name", kAlways)};
-constexpr ProtoMessage kRoleRef{"RoleRef", kRoleRefFields};
-
-constexpr ProtoField kRoleBindingFields[] = {
-    Msg(1, "metadata", &kObjectMeta), Msgs(2, "subjects", &kSubject), Msg(3, "roleRef", &kRoleRef)};
-constexpr ProtoMessage kRoleBinding{"RoleBinding", kRoleBindingFields};
-constexpr ProtoMessage kClusterRoleBinding{"ClusterRoleBinding", kRoleBindingFields};
-
-// The wrappers with a JSON form of their own (ProtoKind kTime, kIntOrString)
-// and the envelope.
-
-constexpr ProtoField kTimestampFields[] = {Int64(1, "seconds")};  // nanos=2 unused
-constexpr ProtoMessage kTimestamp{"Timestamp", kTimestampFields};
-
-constexpr ProtoField kIntOrStringFields[] = {
-    Int64(1, "type"), {2, "intVal", ProtoKind::kInt32}, Str(3, "strVal")};
-constexpr ProtoMessage kIntOrString{"IntOrString", kIntOrStringFields};
-
-// runtime.Unknown; raw=2 is read as bytes, apart from the table.
-constexpr ProtoField kTypeMetaFields[] = {Str(1, "apiVersion"), Str(2, "kind")};
-constexpr ProtoMessage kTypeMeta{"TypeMeta", kTypeMetaFields};
-constexpr ProtoField kUnknownFields[] = {Msg(1, "typeMeta", &kTypeMeta), Str(3, "contentEncoding"),
-                                         Str(4, "contentType")};
-constexpr ProtoMessage kUnknown{"Unknown", kUnknownFields};
-
-struct ProtobufType {
-  std::string_view api_version;  // empty: any (options kinds are in every group version)
-  std::string_view kind;
-  const ProtoMessage* message;
-};
-
-constexpr ProtobufType kTypes[] = {
-    {"v1", "Namespace", &kNamespace},
-    {"v1", "ConfigMap", &kConfigMap},
-    {"v1", "Secret", &kSecret},
-    {"v1", "ServiceAccount", &kServiceAccount},
-    {"v1", "Binding", &kBinding},
-    {"policy/v1", "Eviction", &kEviction},
-    {"authentication.k8s.io/v1", "TokenRequest", &kTokenRequest},
-    {"authorization.k8s.io/v1", "SelfSubjectAccessReview", &kSelfSubjectAccessReview},
-    {"rbac.authorization.k8s.io/v1", "Role", &kRole},
-    {"rbac.authorization.k8s.io/v1", "ClusterRole", &kClusterRole},
-    {"rbac.authorization.k8s.io/v1", "RoleBinding", &kRoleBinding},
-    {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &kClusterRoleBinding},
-    {"", "DeleteOptions", &kDeleteOptions},
-};
+using protobuf_tables::ProtobufType;
 
 // ---- Wire format ----------------------------------------------------------
 
@@ -483,6 +229,7 @@ bool IsEmpty(const Json& v) {
 }
 
 Status DecodeInto(const ProtoMessage& message, std::string_view bytes, Json& out);
+Status ApplyEmitRules(const ProtoMessage& message, Json& out);
 
 // The JSON of one length-delimited value of a non-varint kind.
 Result<Json> DecodeValue(const ProtoField& f, std::string_view bytes) {
@@ -502,7 +249,7 @@ Result<Json> DecodeValue(const ProtoField& f, std::string_view bytes) {
       // empty message is the zero time, which Go writes as null.
       if (bytes.empty()) return Json(nullptr);
       Json ts = Json::object();
-      GPUOP_RETURN_IF_ERROR(DecodeInto(kTimestamp, bytes, ts));
+      GPUOP_RETURN_IF_ERROR(DecodeInto(protobuf_tables::TimestampMessage(), bytes, ts));
       return FormatTime(ts.value("seconds", int64_t{0}));
     }
     case ProtoKind::kQuantity: {
@@ -513,7 +260,7 @@ Result<Json> DecodeValue(const ProtoField& f, std::string_view bytes) {
     }
     case ProtoKind::kIntOrString: {
       Json v = Json::object();
-      GPUOP_RETURN_IF_ERROR(DecodeInto(kIntOrString, bytes, v));
+      GPUOP_RETURN_IF_ERROR(DecodeInto(protobuf_tables::IntOrStringMessage(), bytes, v));
       if (v.value("type", int64_t{0}) == 1) return Json(v.value("strVal", ""));
       return Json(v.value("intVal", 0));
     }
@@ -565,8 +312,9 @@ Status DecodeField(const ProtoField& f, uint32_t wire, Reader& r, Json& out) {
       value_field.number = 2;
       value_field.json_name = "value";
       value_field.label = ProtoLabel::kSingular;
-      value_field.emit = kAlways;
-      const ProtoField entry_fields[] = {Str(1, "key", kAlways), value_field};
+      value_field.emit = ProtoEmit::kAlways;
+      const ProtoField entry_fields[] = {
+          {1, "key", ProtoKind::kString, ProtoLabel::kSingular, ProtoEmit::kAlways}, value_field};
       Json entry = Json::object();
       GPUOP_RETURN_IF_ERROR(DecodeInto({"map entry", entry_fields}, bytes, entry));
       Json& map = out[name];
@@ -581,6 +329,8 @@ Status DecodeField(const ProtoField& f, uint32_t wire, Reader& r, Json& out) {
     }
     case ProtoLabel::kSingular:
       if (f.kind == ProtoKind::kMessage) {
+        // An embedded struct's fields are the parent's.
+        if (f.json_name.empty()) return DecodeInto(*f.message, bytes, out);
         // A repeated occurrence of a singular message merges into it.
         Json& obj = out[name];
         if (!obj.is_object()) obj = Json::object();
@@ -609,16 +359,41 @@ Status DecodeInto(const ProtoMessage& message, std::string_view bytes, Json& out
       continue;
     }
     if (auto s = DecodeField(*field, wire, r, out); !s.ok()) {
-      return s.Annotate(std::string(message.name) + "." + std::string(field->json_name) +
-                        " (field " + std::to_string(number) + ")");
+      // An embedded struct is named by its type.
+      std::string_view what = field->json_name.empty() ? field->message->name : field->json_name;
+      return s.Annotate(std::string(message.name) + "." + std::string(what) + " (field " +
+                        std::to_string(number) + ")");
     }
   }
+  return ApplyEmitRules(message, out);
+}
+
+// What Go's encoding/json writes for the fields of `message` that are absent
+// or zero in `out`: an omitempty zero value is left out; a field without
+// omitempty is written as its zero value, a struct as its zero struct (its
+// own such fields included), a nil slice or map as null.
+Status ApplyEmitRules(const ProtoMessage& message, Json& out) {
   for (const ProtoField& f : message.fields) {
-    if (f.label != ProtoLabel::kSingular) continue;
+    if (f.kind == ProtoKind::kMessage && f.json_name.empty()) {  // embedded: idempotent
+      GPUOP_RETURN_IF_ERROR(ApplyEmitRules(*f.message, out));
+      continue;
+    }
     const std::string name(f.json_name);
-    if (f.emit == ProtoEmit::kUnlessEmpty && out.contains(name) && IsEmpty(out[name])) {
-      out.erase(name);
-    } else if (f.emit == ProtoEmit::kAlways && !out.contains(name)) {
+    if (out.contains(name)) {
+      if (f.label == ProtoLabel::kSingular && f.emit == ProtoEmit::kUnlessEmpty &&
+          IsEmpty(out[name])) {
+        out.erase(name);
+      }
+      continue;
+    }
+    if (f.emit != ProtoEmit::kAlways) continue;
+    if (f.label != ProtoLabel::kSingular) {
+      out[name] = nullptr;
+    } else if (f.kind == ProtoKind::kMessage) {
+      Json zero = Json::object();
+      GPUOP_RETURN_IF_ERROR(ApplyEmitRules(*f.message, zero));
+      out[name] = std::move(zero);
+    } else {
       out[name] = ZeroValue(f.kind);
     }
   }
@@ -626,7 +401,7 @@ Status DecodeInto(const ProtoMessage& message, std::string_view bytes, Json& out
 }
 
 const ProtobufType* FindType(std::string_view api_version, std::string_view kind) {
-  for (const ProtobufType& t : kTypes) {
+  for (const ProtobufType& t : protobuf_tables::Types()) {
     if ((t.api_version.empty() || t.api_version == api_version) && t.kind == kind) return &t;
   }
   return nullptr;
@@ -644,7 +419,7 @@ Result<Json> DecodeProtoMessage(const ProtoMessage& message, std::string_view by
 
 std::vector<std::string> ProtobufKinds() {
   std::vector<std::string> kinds;
-  for (const ProtobufType& t : kTypes) {
+  for (const ProtobufType& t : protobuf_tables::Types()) {
     kinds.push_back(t.api_version.empty() ? std::string(t.kind) + " (any apiVersion)"
                                           : std::string(t.api_version) + " " + std::string(t.kind));
   }
@@ -659,7 +434,8 @@ Result<Json> DecodeKubeProtobuf(std::string_view body) {
         "send JSON or a protobuf body as client-go encodes it");
   }
   std::string_view envelope = body.substr(kMagic.size());
-  GPUOP_ASSIGN_OR_RETURN(Json unknown, DecodeProtoMessage(kUnknown, envelope));
+  GPUOP_ASSIGN_OR_RETURN(Json unknown,
+                         DecodeProtoMessage(protobuf_tables::UnknownMessage(), envelope));
   auto raw = LastBytesField(envelope, 2);
   if (!raw.ok()) {
     return InvalidArgument("malformed protobuf body: Unknown.raw (field 2): " +

@@ -3,18 +3,21 @@
 // emulator's JSON path reads, so validation, defaulting and the store see no
 // difference between the two encodings.
 //
-// client-go's typed clients (kubectl create namespace|configmap|secret|...,
-// helm's release storage, kubectl drain's evictions) send built-in kinds as
-// protobuf: the magic "k8s\0", then a runtime.Unknown message whose typeMeta
-// names the kind and whose raw bytes hold the object. The object is decoded by
-// a table per message (field number -> JSON name and kind, see ProtoField), so
-// supporting a kind is writing its tables. The JSON is what Kubernetes' JSON
+// client-go's typed clients (kubectl create namespace|configmap|secret|
+// deployment|job|service|..., helm's release storage, kubectl drain's
+// evictions) send built-in kinds as protobuf: the magic "k8s\0", then a
+// runtime.Unknown message whose typeMeta names the kind and whose raw bytes
+// hold the object. The object is decoded by a table per message (field number
+// -> JSON name and kind, see ProtoField; the tables are in protobuf_tables.cc),
+// so supporting a kind is writing its tables. The JSON is what Kubernetes' JSON
 // serializer would write for the same Go object: JSON field names, bytes as
 // base64, metav1.Time as RFC 3339, and zero values omitted where the Go field
 // is `omitempty`.
 //
 // Unknown field numbers are skipped by their wire type, as the real server
-// does. Malformed input (truncated varint, a length past the end, a wrong wire
+// does with fields it does not know. So are the few real fields without a row
+// (a Volume's cloud-disk and `ephemeral` sources, container statuses): a
+// client that sends those must send JSON to keep them. Malformed input (truncated varint, a length past the end, a wrong wire
 // type, no magic) is an InvalidArgument naming the field; the decoder never
 // reads past its input. Pure functions; thread-safe.
 #pragma once
@@ -50,13 +53,15 @@ enum class ProtoKind {
 enum class ProtoLabel {
   kSingular,
   kRepeated,  // JSON array; varint kinds may also come packed
-  kMap,       // map<string, kind>: JSON object (entries key=1, value=2)
+  kMap,       // map<string, kind>: JSON object (entries key=1, value=2); a ResourceList
+              // is a kMap of kQuantity
 };
 
-// When a singular field appears in the JSON, after Go's encoding/json.
+// When a field appears in the JSON, after Go's encoding/json.
 enum class ProtoEmit {
   kUnlessEmpty,  // `json:",omitempty"` on a value: "", 0 and false are left out
-  kAlways,       // no omitempty: written even when absent from the wire (zero value)
+  kAlways,       // no omitempty, or a struct value: written even when absent from the
+                 // wire, as its zero value (a message: its zero struct; a list or map: null)
   kIfSet,        // a pointer (*bool, *int64, *Time, *Struct): written when on the wire
 };
 
@@ -65,7 +70,8 @@ struct ProtoMessage;
 // One row of a message table.
 struct ProtoField {
   uint32_t number;
-  std::string_view json_name;
+  std::string_view json_name;  // empty for an embedded struct (`json:",inline"`, a
+                               // kMessage): its fields are written into the parent
   ProtoKind kind;
   ProtoLabel label = ProtoLabel::kSingular;
   ProtoEmit emit = ProtoEmit::kUnlessEmpty;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "sim/kube/server.h"
 
@@ -192,6 +193,343 @@ TEST(ProtobufTest, EvictionAndBinding) {
             Json::parse(R"({"kind": "Node", "name": "n1"})"));
 }
 
+// ---- Workload kinds: the pod tree -----------------------------------------
+
+// intstr.IntOrString and resource.Quantity as Go writes them.
+std::string IntVal(int32_t v) {
+  return VarintField(1, 0) + VarintField(2, static_cast<uint64_t>(int64_t{v})) + Len(3, "");
+}
+std::string StrVal(std::string_view s) { return VarintField(1, 1) + VarintField(2, 0) + Len(3, s); }
+std::string Quantity(std::string_view s) { return Len(1, s); }
+std::string QuantityEntry(uint32_t number, std::string_view key, std::string_view q) {
+  return Len(number, Len(1, key) + Len(2, Quantity(q)));
+}
+
+// A container as kubectl's generators make it: Go writes every value field.
+std::string GeneratedContainer(std::string_view name, std::string_view image,
+                               std::string_view more = "") {
+  return Len(1, name) + Len(2, image) + std::string(more) + Len(5, "") + Len(8, "") + Len(13, "") +
+         Len(14, "") + VarintField(16, 0) + VarintField(17, 0) + Len(20, "") + VarintField(18, 0);
+}
+// A PodSpec's value fields, as Go writes them around the containers.
+std::string PodSpecValues() {
+  return Len(6, "") + Len(8, "") + Len(9, "") + Len(10, "") + VarintField(11, 0) +
+         VarintField(12, 0) + VarintField(13, 0) + Len(16, "") + Len(17, "") + Len(19, "") +
+         Len(24, "");
+}
+
+// `kubectl create deployment pb --image=busybox --replicas=2 --port=80 --
+// sleep 3600`, field for field as client-go encodes it.
+std::string KubectlDeployment() {
+  std::string labels = MapEntry(11, "app", "pb");
+  std::string port = Len(1, "") + VarintField(2, 0) + VarintField(3, 80) + Len(4, "") + Len(5, "");
+  std::string container =
+      GeneratedContainer("busybox", "busybox", Len(3, "sleep") + Len(3, "3600") + Len(6, port));
+  std::string pod_spec = Len(2, container) + Len(3, "") + PodSpecValues();
+  std::string spec = VarintField(1, 2) + Len(2, MapEntry(1, "app", "pb")) +
+                     Len(3, Len(1, Meta("", "", labels)) + Len(2, pod_spec)) + Len(4, Len(1, "")) +
+                     VarintField(5, 0) + VarintField(7, 0);
+  std::string status = VarintField(1, 0) + VarintField(2, 0) + VarintField(3, 0) +
+                       VarintField(4, 0) + VarintField(5, 0) + VarintField(7, 0);
+  return Len(1, Meta("pb", "default", labels)) + Len(2, spec) + Len(3, status);
+}
+
+constexpr const char* kKubectlDeploymentJson = R"({
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "pb", "namespace": "default", "creationTimestamp": null,
+                 "labels": {"app": "pb"}},
+    "spec": {
+      "replicas": 2,
+      "selector": {"matchLabels": {"app": "pb"}},
+      "template": {
+        "metadata": {"creationTimestamp": null, "labels": {"app": "pb"}},
+        "spec": {"containers": [{"name": "busybox", "image": "busybox",
+                                 "command": ["sleep", "3600"],
+                                 "ports": [{"containerPort": 80}], "resources": {}}]}},
+      "strategy": {}},
+    "status": {}})";
+
+TEST(ProtobufWorkloadTest, DeploymentAsKubectlCreatesIt) {
+  EXPECT_EQ(Decode(Envelope("apps/v1", "Deployment", KubectlDeployment())),
+            Json::parse(kKubectlDeploymentJson));
+}
+
+TEST(ProtobufWorkloadTest, DeploymentStrategyIntOrString) {
+  std::string strategy =
+      Len(1, "RollingUpdate") + Len(2, Len(1, StrVal("25%")) + Len(2, IntVal(0)));
+  std::string spec = Len(4, strategy) + VarintField(5, 10) + VarintField(6, 0) + VarintField(7, 1) +
+                     VarintField(9, 600);
+  Json d = Decode(Envelope("apps/v1", "Deployment", Len(1, Meta("d")) + Len(2, spec)));
+  EXPECT_EQ(d["spec"], Json::parse(R"({
+    "template": {"metadata": {"creationTimestamp": null}, "spec": {"containers": null}},
+    "strategy": {"type": "RollingUpdate",
+                 "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 0}},
+    "minReadySeconds": 10, "revisionHistoryLimit": 0, "paused": true,
+    "progressDeadlineSeconds": 600})"));
+}
+
+// A pod with most of what a manifest sets: every volume source with a table,
+// env from each source, quantities, each probe handler, lifecycle hooks,
+// security contexts, affinity, tolerations and spread constraints.
+std::string FullPodSpec() {
+  std::string token_source = Len(4, Len(1, "") + VarintField(2, 3600) + Len(3, "token"));
+  std::string cpu_file = Len(1, "cpu") + Len(3, Len(1, "") + Len(2, "limits.cpu"));
+  std::string projected = Len(1, token_source) + Len(1, Len(2, Len(1, cpu_file)));
+  std::string volumes =
+      Len(1, Len(1, "host") + Len(2, Len(1, Len(1, "/var/run") + Len(2, "Directory")))) +
+      Len(1, Len(1, "scratch") + Len(2, Len(2, Len(1, "Memory") + Len(2, Quantity("1Gi"))))) +
+      Len(1, Len(1, "cfg") + Len(2, Len(19, Len(1, Len(1, "app-config")) +
+                                                Len(2, Len(1, "k") + Len(2, "k.conf")) +
+                                                VarintField(3, 420)))) +
+      Len(1, Len(1, "creds") + Len(2, Len(6, Len(1, "creds") + VarintField(4, 1)))) +
+      Len(1, Len(1, "data") + Len(2, Len(10, Len(1, "claim") + VarintField(2, 0)))) +
+      Len(1, Len(1, "token") + Len(2, Len(26, projected)));
+  std::string init =
+      Len(1, "init") + Len(2, "busybox") + Len(3, "true") + Len(8, "") + Len(24, "Always");
+  std::string env =
+      Len(7, Len(1, "MODE") + Len(2, "prod")) +
+      Len(7,
+          Len(1, "LEVEL") + Len(2, "") +
+              Len(3, Len(3, Len(1, Len(1, "app-config")) + Len(2, "level") + VarintField(3, 1)))) +
+      Len(7, Len(1, "POD") + Len(3, Len(1, Len(1, "v1") + Len(2, "metadata.name")))) +
+      Len(19, Len(1, "CFG_") + Len(3, Len(1, Len(1, "creds"))));
+  std::string resources = QuantityEntry(1, "cpu", "500m") +
+                          QuantityEntry(1, "nvidia.com/gpu", "1") +
+                          QuantityEntry(2, "memory", "128Mi") + Len(3, Len(1, "gpu"));
+  std::string liveness =
+      Len(1, Len(2, Len(1, "/healthz") + Len(2, StrVal("http")) + Len(3, "") + Len(4, "HTTP") +
+                        Len(5, Len(1, "X-Probe") + Len(2, "1")))) +
+      VarintField(2, 5) + VarintField(3, 1) + VarintField(4, 10) + VarintField(5, 1) +
+      VarintField(6, 3);
+  std::string readiness = Len(1, Len(3, Len(1, IntVal(8080)) + Len(2, ""))) + VarintField(2, 0);
+  std::string startup = Len(1, Len(4, VarintField(1, 9090))) + VarintField(7, 30);
+  std::string lifecycle = Len(1, Len(1, Len(1, "sh") + Len(1, "-c") + Len(1, "echo hi"))) +
+                          Len(2, Len(4, VarintField(1, 5)));
+  std::string security = Len(1, Len(1, "NET_ADMIN") + Len(2, "ALL")) + VarintField(2, 1) +
+                         VarintField(4, 0) + VarintField(7, 0) + Len(11, Len(1, "RuntimeDefault"));
+  std::string main =
+      Len(1, "main") + Len(2, "nginx:1.27") + Len(4, "--port") + Len(4, "8080") +
+      Len(6, Len(1, "http") + VarintField(3, 8080) + Len(4, "TCP")) + env + Len(8, resources) +
+      Len(9, Len(1, "host") + VarintField(2, 1) + Len(3, "/host") + Len(4, "")) +
+      Len(10, liveness) + Len(11, readiness) + Len(22, startup) + Len(12, lifecycle) +
+      Len(13, "/dev/termination-log") + Len(20, "File") + Len(14, "IfNotPresent") +
+      Len(15, security) + VarintField(16, 0) + VarintField(17, 0) + VarintField(18, 0);
+  std::string pod_security = VarintField(2, 1000) + VarintField(3, 1) +
+                             Len(4, Varint(1000) + Varint(2000)) + VarintField(5, 2000) +
+                             Len(7, Len(1, "net.core.somaxconn") + Len(2, "1024"));
+  std::string affinity =
+      Len(1,
+          Len(1, Len(1, Len(1, Len(1, "nvidia.com/gpu.present") + Len(2, "In") + Len(3, "true")))) +
+              Len(2, VarintField(1, 50) + Len(2, Len(1, Len(1, "zone") + Len(2, "Exists"))))) +
+      Len(3, Len(2, VarintField(1, 100) + Len(2, Len(1, MapEntry(1, "app", "web")) +
+                                                     Len(3, "kubernetes.io/hostname"))));
+  std::string tolerations =
+      Len(22, Len(1, "nvidia.com/gpu") + Len(2, "Exists") + Len(3, "") + Len(4, "NoSchedule")) +
+      Len(22, Len(1, "node.kubernetes.io/unreachable") + Len(2, "Exists") + Len(4, "NoExecute") +
+                  VarintField(5, 300));
+  std::string spread = VarintField(1, 1) + Len(2, "topology.kubernetes.io/zone") +
+                       Len(3, "ScheduleAnyway") + Len(4, MapEntry(1, "app", "web"));
+  return volumes + Len(20, init) + Len(2, main) + Len(3, "Never") + VarintField(4, 30) +
+         VarintField(5, 600) + Len(6, "ClusterFirst") + MapEntry(7, "gpu", "true") +
+         Len(8, "runner") + Len(9, "runner") + VarintField(21, 0) + Len(10, "") +
+         VarintField(11, 1) + VarintField(12, 0) + VarintField(13, 0) + Len(14, pod_security) +
+         Len(15, Len(1, "regcred")) + Len(16, "") + Len(17, "") + Len(18, affinity) +
+         Len(19, "default-scheduler") + tolerations + Len(24, "high") + VarintField(25, 1000) +
+         Len(29, "nvidia") + VarintField(30, 0) + Len(31, "Never") + Len(33, spread) +
+         Len(39, Len(1, "gpu") + Len(4, "gpu-template"));
+}
+
+constexpr const char* kFullPodSpecJson = R"({
+  "volumes": [
+    {"name": "host", "hostPath": {"path": "/var/run", "type": "Directory"}},
+    {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+    {"name": "cfg", "configMap": {"name": "app-config", "items": [{"key": "k", "path": "k.conf"}],
+                                  "defaultMode": 420}},
+    {"name": "creds", "secret": {"secretName": "creds", "optional": true}},
+    {"name": "data", "persistentVolumeClaim": {"claimName": "claim"}},
+    {"name": "token", "projected": {"sources": [
+      {"serviceAccountToken": {"expirationSeconds": 3600, "path": "token"}},
+      {"downwardAPI": {"items": [{"path": "cpu",
+                                  "resourceFieldRef": {"resource": "limits.cpu",
+                                                       "divisor": "0"}}]}}]}}],
+  "initContainers": [{"name": "init", "image": "busybox", "command": ["true"], "resources": {},
+                      "restartPolicy": "Always"}],
+  "containers": [{
+    "name": "main", "image": "nginx:1.27", "args": ["--port", "8080"],
+    "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+    "env": [
+      {"name": "MODE", "value": "prod"},
+      {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "level",
+                                                          "optional": true}}},
+      {"name": "POD", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                                                 "fieldPath": "metadata.name"}}}],
+    "envFrom": [{"prefix": "CFG_", "secretRef": {"name": "creds"}}],
+    "resources": {"limits": {"cpu": "500m", "nvidia.com/gpu": "1"},
+                  "requests": {"memory": "128Mi"}, "claims": [{"name": "gpu"}]},
+    "volumeMounts": [{"name": "host", "readOnly": true, "mountPath": "/host"}],
+    "livenessProbe": {
+      "httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP",
+                  "httpHeaders": [{"name": "X-Probe", "value": "1"}]},
+      "initialDelaySeconds": 5, "timeoutSeconds": 1, "periodSeconds": 10,
+      "successThreshold": 1, "failureThreshold": 3},
+    "readinessProbe": {"tcpSocket": {"port": 8080}},
+    "startupProbe": {"grpc": {"port": 9090}, "terminationGracePeriodSeconds": 30},
+    "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "echo hi"]}},
+                  "preStop": {"sleep": {"seconds": 5}}},
+    "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+    "imagePullPolicy": "IfNotPresent",
+    "securityContext": {"capabilities": {"add": ["NET_ADMIN"], "drop": ["ALL"]},
+                        "privileged": true, "runAsUser": 0, "allowPrivilegeEscalation": false,
+                        "seccompProfile": {"type": "RuntimeDefault"}}}],
+  "restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "activeDeadlineSeconds": 600,
+  "dnsPolicy": "ClusterFirst", "nodeSelector": {"gpu": "true"},
+  "serviceAccountName": "runner", "serviceAccount": "runner",
+  "automountServiceAccountToken": false, "hostNetwork": true,
+  "securityContext": {"runAsUser": 1000, "runAsNonRoot": true, "supplementalGroups": [1000, 2000],
+                      "fsGroup": 2000,
+                      "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
+  "imagePullSecrets": [{"name": "regcred"}],
+  "affinity": {
+    "nodeAffinity": {
+      "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In",
+                               "values": ["true"]}]}]},
+      "preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": "zone",
+                                                            "operator": "Exists"}]}}]},
+    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+      {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}},
+                                          "topologyKey": "kubernetes.io/hostname"}}]}},
+  "schedulerName": "default-scheduler",
+  "tolerations": [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+     "tolerationSeconds": 300}],
+  "priorityClassName": "high", "priority": 1000, "runtimeClassName": "nvidia",
+  "enableServiceLinks": false, "preemptionPolicy": "Never",
+  "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                 "whenUnsatisfiable": "ScheduleAnyway",
+                                 "labelSelector": {"matchLabels": {"app": "web"}}}],
+  "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}]})";
+
+// Bodies kubectl 1.32 sent, captured at the wire: `kubectl create deployment
+// pb --image=busybox --replicas=2 --port=80 -- sleep 3600` and `kubectl create
+// priorityclass high --value=1000 --description=x`.
+std::string FromHex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  }
+  return out;
+}
+const std::string kRealDeploymentBody = FromHex(
+    "6b3873000a150a07617070732f7631120a4465706c6f796d656e7412c5010a1d0a02706212001a00"
+    "22002a003200380042005a090a03617070120270621295010802120b0a090a03617070120270621a"
+    "7c0a1b0a0012001a0022002a003200380042005a090a0361707012027062125d123f0a0762757379"
+    "626f78120762757379626f781a05736c6565701a04333630302a00320a0a001000185022002a0042"
+    "006a007200800100880100900100a201001a00320042004a0052005800600068008201008a01009a"
+    "0100c2010022020a00280038001a0c0800100018002000280038001a002200");
+const std::string kRealPriorityClassBody = FromHex(
+    "6b3873000a250a147363686564756c696e672e6b38732e696f2f7631120d5072696f72697479436c"
+    "61737312340a140a046869676812001a0022002a0032003800420010e80718002201782a14507265"
+    "656d70744c6f7765725072696f726974791a002200");
+
+TEST(ProtobufWorkloadTest, RealKubectlBodies) {
+  // The hand-built body above says the same (but for the namespace, which
+  // kubectl leaves to the URL).
+  Json want = Json::parse(kKubectlDeploymentJson);
+  want["metadata"].erase("namespace");
+  EXPECT_EQ(Decode(kRealDeploymentBody), want);
+  EXPECT_EQ(Decode(kRealPriorityClassBody), Json::parse(R"({
+    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+    "metadata": {"name": "high", "creationTimestamp": null},
+    "value": 1000, "description": "x", "preemptionPolicy": "PreemptLowerPriority"})"));
+}
+
+TEST(ProtobufWorkloadTest, PodWithTheWholePodSpecTree) {
+  std::string pod =
+      Len(1, Meta("p", "default", MapEntry(11, "run", "p"))) + Len(2, FullPodSpec()) +
+      Len(3, Len(1, "") + Len(3, "") + Len(4, "") + Len(5, "") + Len(6, "") + Len(9, ""));
+  Json want = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "default", "creationTimestamp": null,
+                 "labels": {"run": "p"}},
+    "status": {}})");
+  want["spec"] = Json::parse(kFullPodSpecJson);
+  EXPECT_EQ(Decode(Envelope("v1", "Pod", pod)), want);
+
+  // The same spec in a Deployment's and a Job's pod template.
+  std::string template_ = Len(1, Meta("")) + Len(2, FullPodSpec());
+  EXPECT_EQ(Decode(Envelope("apps/v1", "Deployment",
+                            Len(2, Len(3, template_))))["spec"]["template"]["spec"],
+            want["spec"]);
+  EXPECT_EQ(
+      Decode(Envelope("batch/v1", "Job", Len(2, Len(6, template_))))["spec"]["template"]["spec"],
+      want["spec"]);
+}
+
+TEST(ProtobufWorkloadTest, JobServiceAndPriorityClassAsKubectlCreatesThem) {
+  // kubectl create job j --image=busybox -- date
+  std::string pod_spec = Len(2, GeneratedContainer("j", "busybox", Len(3, "date"))) +
+                         Len(3, "Never") + PodSpecValues();
+  std::string job = Len(1, Meta("j", "default")) +
+                    Len(2, Len(6, Len(1, Meta("")) + Len(2, pod_spec))) +
+                    Len(3, VarintField(4, 0) + VarintField(5, 0) + VarintField(6, 0) + Len(7, ""));
+  EXPECT_EQ(Decode(Envelope("batch/v1", "Job", job)), Json::parse(R"({
+    "apiVersion": "batch/v1", "kind": "Job",
+    "metadata": {"name": "j", "namespace": "default", "creationTimestamp": null},
+    "spec": {"template": {"metadata": {"creationTimestamp": null},
+                          "spec": {"containers": [{"name": "j", "image": "busybox",
+                                                   "command": ["date"], "resources": {}}],
+                                   "restartPolicy": "Never"}}},
+    "status": {}})"));
+
+  // kubectl expose deployment web --port=80 --target-port=8080 --type=NodePort
+  std::string port =
+      Len(1, "") + Len(2, "TCP") + VarintField(3, 80) + Len(4, IntVal(8080)) + VarintField(5, 0);
+  std::string spec = Len(1, port) + MapEntry(2, "app", "web") + Len(3, "") + Len(4, "NodePort") +
+                     Len(7, "") + Len(8, "") + Len(10, "") + Len(11, "") + VarintField(12, 0) +
+                     VarintField(13, 0);
+  std::string service = Len(1, Meta("web", "default", MapEntry(11, "app", "web"))) + Len(2, spec) +
+                        Len(3, Len(1, ""));
+  EXPECT_EQ(Decode(Envelope("v1", "Service", service)), Json::parse(R"({
+    "apiVersion": "v1", "kind": "Service",
+    "metadata": {"name": "web", "namespace": "default", "creationTimestamp": null,
+                 "labels": {"app": "web"}},
+    "spec": {"ports": [{"protocol": "TCP", "port": 80, "targetPort": 8080}],
+             "selector": {"app": "web"}, "type": "NodePort"},
+    "status": {"loadBalancer": {}}})"));
+
+  // kubectl create priorityclass low --value=-5 --description=... --preemption-policy=Never
+  std::string pc = Len(1, Meta("low")) + VarintField(2, static_cast<uint64_t>(int64_t{-5})) +
+                   VarintField(3, 0) + Len(4, "batch jobs") + Len(5, "Never");
+  EXPECT_EQ(Decode(Envelope("scheduling.k8s.io/v1", "PriorityClass", pc)), Json::parse(R"({
+    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+    "metadata": {"name": "low", "creationTimestamp": null},
+    "value": -5, "description": "batch jobs", "preemptionPolicy": "Never"})"));
+}
+
+TEST(ProtobufWorkloadTest, AbsentStructsAndListsAreWhatGoWrites) {
+  // A struct value is written as its zero struct, a nil list without
+  // omitempty as null, a value Quantity as "0" and a value IntOrString as 0.
+  EXPECT_EQ(Decode(Envelope("v1", "Pod", "")), Json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"creationTimestamp": null},
+    "spec": {"containers": null}, "status": {}})"));
+  EXPECT_EQ(Decode(Envelope("v1", "Service", ""))["status"],
+            Json::parse(R"({"loadBalancer": {}})"));
+  std::string spec = Len(1, Len(1, "x") + Len(2, Len(16, Len(1, Len(1, "f") + Len(3, ""))))) +
+                     Len(1, Len(1, "y") + Len(2, Len(26, ""))) +
+                     Len(1, Len(1, "z") + Len(2, Len(1, "")));
+  Json pod = Decode(Envelope("v1", "Pod", Len(2, spec + Len(2, Len(10, Len(1, Len(2, "")))))));
+  EXPECT_EQ(pod["spec"]["volumes"], Json::parse(R"([
+    {"name": "x", "downwardAPI": {"items": [{"path": "f",
+                                             "resourceFieldRef": {"resource": "",
+                                                                  "divisor": "0"}}]}},
+    {"name": "y", "projected": {"sources": null}},
+    {"name": "z", "hostPath": {"path": ""}}])"));
+  EXPECT_EQ(pod["spec"]["containers"], Json::parse(R"([{"name": "", "resources": {},
+    "livenessProbe": {"httpGet": {"port": 0}}}])"));
+}
+
 // ---- The table engine, every field kind -----------------------------------
 
 constexpr ProtoField kInnerFields[] = {{1, "a", ProtoKind::kString}, {2, "b", ProtoKind::kInt32}};
@@ -337,13 +675,40 @@ TEST(ProtobufMalformedTest, EveryCutOfABodyErrorsOrStopsAtAFieldBoundary) {
   }
 }
 
+TEST(ProtobufMalformedTest, EveryCutOfAWorkloadBodyIsAnErrorOrDecodes) {
+  // Cut anywhere, a pod or deployment body decodes or is InvalidArgument,
+  // and never reads past its end.
+  for (const auto& [kind, raw] :
+       {std::pair<std::string, std::string>{"Deployment", KubectlDeployment()},
+        {"Pod", Len(1, Meta("p")) + Len(2, FullPodSpec())}}) {
+    std::string api_version = kind == "Pod" ? "v1" : "apps/v1";
+    for (size_t n = 0; n < raw.size(); ++n) {
+      auto r = DecodeExact(Envelope(api_version, kind, raw.substr(0, n)));
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+      }
+    }
+  }
+}
+
+TEST(ProtobufMalformedTest, EveryCutOfARealKubectlBodyIsAnErrorOrDecodes) {
+  for (const std::string& body : {kRealDeploymentBody, kRealPriorityClassBody}) {
+    for (size_t n = 0; n < body.size(); ++n) {
+      auto r = DecodeExact(body.substr(0, n));
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+      }
+    }
+  }
+}
+
 TEST(ProtobufUnsupportedTest, KindsAndEncodingsWithoutTablesAreNotSupported) {
-  auto deployment = DecodeKubeProtobuf(Envelope("apps/v1", "Deployment", Len(1, Meta("d"))));
-  ASSERT_FALSE(deployment.ok());
-  EXPECT_EQ(deployment.status().code(), StatusCode::kNotSupported);
-  EXPECT_NE(deployment.status().message().find("not apps/v1 Deployment"), std::string::npos)
-      << deployment.status().message();
-  EXPECT_NE(deployment.status().message().find("v1 Secret"), std::string::npos);
+  auto daemonset = DecodeKubeProtobuf(Envelope("apps/v1", "DaemonSet", Len(1, Meta("d"))));
+  ASSERT_FALSE(daemonset.ok());
+  EXPECT_EQ(daemonset.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(daemonset.status().message().find("not apps/v1 DaemonSet"), std::string::npos)
+      << daemonset.status().message();
+  EXPECT_NE(daemonset.status().message().find("apps/v1 Deployment"), std::string::npos);
 
   auto gzipped =
       DecodeKubeProtobuf(std::string("k8s\0", 4) + Len(1, Len(1, "v1") + Len(2, "Secret")) +
@@ -359,7 +724,10 @@ TEST(ProtobufUnsupportedTest, KindsAndEncodingsWithoutTablesAreNotSupported) {
   EXPECT_EQ(json_inside.status().code(), StatusCode::kNotSupported);
 
   std::vector<std::string> kinds = ProtobufKinds();
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "v1 Namespace"), kinds.end());
+  for (const char* kind : {"v1 Namespace", "v1 Pod", "v1 Service", "apps/v1 Deployment",
+                           "batch/v1 Job", "scheduling.k8s.io/v1 PriorityClass"}) {
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), kind), kinds.end()) << kind;
+  }
 }
 
 // ---- Through the API emulator ---------------------------------------------
@@ -446,14 +814,41 @@ TEST_F(ProtobufServerTest, CreateUpdateAndDeleteAsClientGoSendsThem) {
   EXPECT_TRUE(Get("/api/v1/namespaces/pb/secrets/from-pb").is_null());
 }
 
+TEST_F(ProtobufServerTest, WorkloadsMakeTheSameObjectsAsTheirJson) {
+  Json pod = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": "js", "namespace": "default"}})");
+  pod["spec"] = Json::parse(kFullPodSpecJson);
+  Json deployment = Json::parse(kKubectlDeploymentJson);
+  deployment["metadata"]["name"] = "js";
+  struct Case {
+    std::string collection, api_version, kind, raw;
+    Json json;
+  };
+  const Case cases[] = {
+      {"/apis/apps/v1/namespaces/default/deployments", "apps/v1", "Deployment", KubectlDeployment(),
+       deployment},
+      {"/api/v1/namespaces/default/pods", "v1", "Pod",
+       Len(1, Meta("pb", "default")) + Len(2, FullPodSpec()), pod},
+  };
+  for (const Case& c : cases) {
+    auto from_pb = Send("POST", c.collection, Envelope(c.api_version, c.kind, c.raw));
+    auto from_json = client_->Post(c.collection, c.json.dump(), "application/json");
+    ASSERT_TRUE(from_pb && from_json);
+    ASSERT_EQ(from_pb->status, 201) << c.kind << ": " << from_pb->body;
+    ASSERT_EQ(from_json->status, 201) << c.kind << ": " << from_json->body;
+    EXPECT_EQ(UserFields(Get(c.collection + "/pb")), UserFields(Get(c.collection + "/js")))
+        << c.kind;
+  }
+}
+
 TEST_F(ProtobufServerTest, UnsupportedAndMalformedBodiesAreClearErrors) {
-  auto deployment = Send("POST", "/apis/apps/v1/namespaces/default/deployments",
-                         Envelope("apps/v1", "Deployment", Len(1, Meta("d"))));
-  ASSERT_TRUE(deployment);
-  EXPECT_EQ(deployment->status, 415);
-  Json status = Json::parse(deployment->body);
+  auto daemonset = Send("POST", "/apis/apps/v1/namespaces/default/daemonsets",
+                        Envelope("apps/v1", "DaemonSet", Len(1, Meta("d"))));
+  ASSERT_TRUE(daemonset);
+  EXPECT_EQ(daemonset->status, 415);
+  Json status = Json::parse(daemonset->body);
   EXPECT_EQ(status["reason"], "UnsupportedMediaType");
-  EXPECT_NE(status["message"].get<std::string>().find("not apps/v1 Deployment"), std::string::npos);
+  EXPECT_NE(status["message"].get<std::string>().find("not apps/v1 DaemonSet"), std::string::npos);
 
   auto malformed = Send("POST", "/api/v1/namespaces/default/configmaps",
                         std::string("k8s\0", 4) + "\x0a\x05\x0a");
