@@ -761,11 +761,13 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
   // Beyond NVIDIA, whose validator checks once: the driver is checked again
   // while the node runs, so a driver lost later shows as a validator that is
   // not Ready (and a ClusterPolicy that names the node), and recovers alone.
+  // Three failures in a row, not one: a single exec probe that times out on a
+  // busy node must not unvalidate (and, opted in, taint) the node.
   ctr["readinessProbe"] = {
       {"exec", {{"command", {"gpuop", "--host-root", kContainerHostRoot, "validator", "--probe"}}}},
       {"periodSeconds", 10},
       {"timeoutSeconds", 5},
-      {"failureThreshold", 1}};
+      {"failureThreshold", 3}};
   mounts(ctr);
   pod["containers"].push_back(std::move(ctr));
   out.push_back(

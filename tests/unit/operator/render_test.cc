@@ -987,7 +987,7 @@ TEST(RenderTest, MinimalSampleUsesTheHostDriverAndDefaults) {
   const Json& ready = Container(validator, "nvidia-operator-validator")["readinessProbe"];
   EXPECT_EQ(ready["exec"]["command"],
             Json::array({"gpuop", "--host-root", "/host", "validator", "--probe"}));
-  EXPECT_EQ(ready["failureThreshold"], 1);
+  EXPECT_EQ(ready["failureThreshold"], 3);  // one slow probe on a busy node is not a lost driver
   EXPECT_EQ(EnvOf(Container(validator, "toolkit-validation"), "NVIDIA_VISIBLE_DEVICES"), "all");
   EXPECT_EQ(EnvOf(Container(validator, "driver-validation"), "NVIDIA_VISIBLE_DEVICES"), "void");
   Json cp = LoadSample("clusterpolicy-minimal.yaml");
