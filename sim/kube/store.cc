@@ -202,6 +202,34 @@ void DefaultJob(json& job) {
   if (!own.is_object() || own.empty()) own = labels;
 }
 
+// What kube-apiserver fills in on a new apps/v1 DaemonSet or Deployment
+// (SetDefaults_DaemonSet, SetDefaults_Deployment): the update strategy and
+// its rolling-update bounds, the revision history limit, a Deployment's
+// replicas and progress deadline. kubectl rollout status reads the strategy.
+void DefaultAppsWorkload(const ResourceInfo& r, json& obj) {
+  json& spec = obj["spec"];
+  if (!spec.is_object()) spec = json::object();
+  auto unset = [](const json& o, const char* field) {
+    return !o.contains(field) || o[field].is_null();
+  };
+  const bool deployment = r.plural == "deployments";
+  const char* strategy_field = deployment ? "strategy" : "updateStrategy";
+  json& strategy = spec[strategy_field];
+  if (!strategy.is_object()) strategy = json::object();
+  if (unset(strategy, "type")) strategy["type"] = "RollingUpdate";
+  if (strategy["type"] == "RollingUpdate") {
+    json& rolling = strategy["rollingUpdate"];
+    if (!rolling.is_object()) rolling = json::object();
+    if (unset(rolling, "maxUnavailable")) rolling["maxUnavailable"] = deployment ? json("25%") : json(1);
+    if (unset(rolling, "maxSurge")) rolling["maxSurge"] = deployment ? json("25%") : json(0);
+  }
+  if (unset(spec, "revisionHistoryLimit")) spec["revisionHistoryLimit"] = 10;
+  if (deployment) {
+    if (unset(spec, "replicas")) spec["replicas"] = 1;
+    if (unset(spec, "progressDeadlineSeconds")) spec["progressDeadlineSeconds"] = 600;
+  }
+}
+
 std::string ValidateDns1123Label(std::string_view s) {
   auto ok_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   bool ok = !s.empty() && s.size() <= 63 && ok_char(s.front()) && ok_char(s.back()) &&
@@ -945,6 +973,9 @@ ApiResult<Object> Store::DoCreate(const ResourceInfo& r, std::string ns, json ob
     }
   }
   if (r.group == "batch" && r.plural == "jobs") DefaultJob(obj);
+  if (r.group == "apps" && (r.plural == "daemonsets" || r.plural == "deployments")) {
+    DefaultAppsWorkload(r, obj);
+  }
   if (hooks_.admit) GPUOP_API_RETURN_IF_ERROR(hooks_.admit(r, obj, nullptr));
 
   for (int attempt = 0;; ++attempt) {

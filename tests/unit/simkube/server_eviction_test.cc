@@ -3,51 +3,21 @@
 // answers (201, 429 with a DisruptionBudget cause, 500 for two budgets),
 // pods that skip the check, and dry runs.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
-#include <cctype>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sim/kube/server.h"
+#include "tests/unit/simkube/server_testing.h"
 
 namespace gpuop::simkube {
 namespace {
 
 using Json = nlohmann::json;
 
-class ServerEvictionTest : public ::testing::Test {
+// One namespace per test (the fixture's), so budgets of one test never
+// cover another's pods.
+class ServerEvictionTest : public testing::ServerTest {
  protected:
-  static void SetUpTestSuite() {
-    ServerOptions o;
-    o.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
-    o.threads = 8;
-    auto s = ApiServer::Start(std::move(o));
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(s).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = std::make_unique<httplib::Client>(server_->host(), server_->port());
-    client_->set_read_timeout(60);
-    // One namespace per test, so budgets of one test never cover another's pods.
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : ns_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    ASSERT_EQ(Post("/api/v1/namespaces", {{"metadata", {{"name", ns_}}}}).first, 201);
-  }
-
-  std::pair<int, Json> Post(const std::string& path, const Json& body) {
-    auto r = client_->Post(path.c_str(), body.dump(), "application/json");
-    if (!r) return {0, nullptr};
-    return {r->status, Json::parse(r->body, nullptr, false)};
-  }
-
   std::string Ns() const { return "/api/v1/namespaces/" + ns_; }
 
   // A pod of app `app` in `phase`, Ready when `ready`, optionally controlled
@@ -97,12 +67,7 @@ class ServerEvictionTest : public ::testing::Test {
     if (r->status == 404) return true;
     return Json::parse(r->body)["metadata"].contains("deletionTimestamp");
   }
-
-  static ApiServer* server_;
-  std::unique_ptr<httplib::Client> client_;
-  std::string ns_;
 };
-ApiServer* ServerEvictionTest::server_ = nullptr;
 
 TEST_F(ServerEvictionTest, MinAvailableBlocksWithTooManyRequests) {
   MakePod("web-0", "Running", true);

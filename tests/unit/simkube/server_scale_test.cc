@@ -3,56 +3,19 @@
 // writes by PUT and by each patch type, the real server's refusals, and
 // discovery listing it.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
-#include <cctype>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sim/kube/server.h"
+#include "tests/unit/simkube/server_testing.h"
 
 namespace gpuop::simkube {
 namespace {
 
 using Json = nlohmann::json;
 
-class ServerScaleTest : public ::testing::Test {
+class ServerScaleTest : public testing::ServerTest {
  protected:
-  static void SetUpTestSuite() {
-    ServerOptions o;
-    o.openapi_dir = GPUOP_SOURCE_DIR "/api/openapi/1.35";
-    o.threads = 8;
-    auto s = ApiServer::Start(std::move(o));
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(s).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = std::make_unique<httplib::Client>(server_->host(), server_->port());
-    client_->set_read_timeout(60);
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : ns_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    ASSERT_EQ(Send("POST", "/api/v1/namespaces", {{"metadata", {{"name", ns_}}}}).first, 201);
-  }
-
-  std::pair<int, Json> Send(const std::string& method, const std::string& path, const Json& body,
-                            const std::string& type = "application/json") {
-    httplib::Result r = method == "POST"  ? client_->Post(path.c_str(), body.dump(), type.c_str())
-                        : method == "PUT" ? client_->Put(path.c_str(), body.dump(), type.c_str())
-                        : method == "PATCH"
-                            ? client_->Patch(path.c_str(), body.dump(), type.c_str())
-                            : client_->Get(path.c_str());
-    if (!r) return {0, nullptr};
-    return {r->status, Json::parse(r->body, nullptr, false)};
-  }
-  std::pair<int, Json> Get(const std::string& path) { return Send("GET", path, nullptr); }
-
   std::string Apps() const { return "/apis/apps/v1/namespaces/" + ns_; }
 
   Json MakeDeployment(const std::string& name, int replicas) {
@@ -71,12 +34,7 @@ class ServerScaleTest : public ::testing::Test {
     EXPECT_EQ(created.first, 201) << created.second.dump();
     return created.second;
   }
-
-  static ApiServer* server_;
-  std::unique_ptr<httplib::Client> client_;
-  std::string ns_;
 };
-ApiServer* ServerScaleTest::server_ = nullptr;
 
 TEST_F(ServerScaleTest, GetShowsTheDeploymentsReplicasAsAScale) {
   Json deploy = MakeDeployment("web", 3);
@@ -226,6 +184,36 @@ TEST_F(ServerScaleTest, CustomResourcesScaleByTheirCrdPaths) {
                      "application/merge-patch+json");
   ASSERT_EQ(scaled.first, 200) << scaled.second.dump();
   EXPECT_EQ(Get(base + "/w").second["spec"]["size"], 6);
+}
+
+// Defaults kube-apiserver writes on a new workload, which kubectl rollout
+// status reads (a DaemonSet without updateStrategy.type is refused by it).
+TEST_F(ServerScaleTest, AppsWorkloadsGetKubesDefaults) {
+  Json deploy = MakeDeployment("web", 2);
+  EXPECT_EQ(deploy["spec"]["strategy"], Json::parse(R"({"type":"RollingUpdate",
+              "rollingUpdate":{"maxUnavailable":"25%","maxSurge":"25%"}})"));
+  EXPECT_EQ(deploy["spec"]["revisionHistoryLimit"], 10);
+  EXPECT_EQ(deploy["spec"]["progressDeadlineSeconds"], 600);
+  EXPECT_EQ(deploy["spec"]["replicas"], 2);  // given: kept
+  Json pod_template = {{"metadata", {{"labels", {{"app", "agent"}}}}},
+                       {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}};
+  auto ds =
+      Post(Apps() + "/daemonsets",
+           {{"metadata", {{"name", "agent"}}},
+            {"spec",
+             {{"selector", {{"matchLabels", {{"app", "agent"}}}}}, {"template", pod_template}}}});
+  ASSERT_EQ(ds.first, 201) << ds.second.dump();
+  EXPECT_EQ(ds.second["spec"]["updateStrategy"], Json::parse(R"({"type":"RollingUpdate",
+              "rollingUpdate":{"maxUnavailable":1,"maxSurge":0}})"));
+  EXPECT_EQ(ds.second["spec"]["revisionHistoryLimit"], 10);
+  auto on_delete =
+      Post(Apps() + "/daemonsets", {{"metadata", {{"name", "manual"}}},
+                                    {"spec",
+                                     {{"selector", {{"matchLabels", {{"app", "agent"}}}}},
+                                      {"updateStrategy", {{"type", "OnDelete"}}},
+                                      {"template", pod_template}}}});
+  ASSERT_EQ(on_delete.first, 201) << on_delete.second.dump();
+  EXPECT_EQ(on_delete.second["spec"]["updateStrategy"], Json::parse(R"({"type":"OnDelete"})"));
 }
 
 TEST_F(ServerScaleTest, DiscoveryListsTheScaleSubresource) {
