@@ -471,6 +471,10 @@ bool ParseBusId(const char* s, unsigned out[4]) {
 
 extern "C" {
 
+// Not NVIDIA's: marks this library as gpuop's simulator, so a tool can name
+// the simulator's own commands (gpuop sim gpu reset) instead of nvidia-smi's.
+int gpuopSimulated(void) { return 1; }
+
 // ---- Library ----------------------------------------------------------------
 
 nvmlReturn_t nvmlInit_v2(void) {

@@ -77,9 +77,8 @@ int RunApply(const GlobalOptions& g, const MigFlags& f) {
   if (!waiting.empty()) {
     std::vector<std::string> ids;
     for (unsigned i : waiting) ids.push_back(std::to_string(i));
-    // On the simulator (GPUOP_SIM_MACHINE) nvidia-smi does not exist; its reset does.
-    const char* sim = std::getenv("GPUOP_SIM_MACHINE");
-    const std::string reset = sim != nullptr && *sim != '\0'
+    // On the simulator nvidia-smi does not exist; its reset does.
+    const std::string reset = (*client)->simulated()
                                   ? "gpuop sim gpu reset --gpu " + Join(ids, ",")
                                   : "nvidia-smi -r -i " + Join(ids, ",");
     return Fail("apply", FailedPrecondition("reset required: GPU " + Join(ids, ", ") +

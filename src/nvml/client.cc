@@ -445,6 +445,7 @@ Result<std::unique_ptr<Client>> Client::Open(const std::string& library_path) {
 Client::~Client() = default;
 
 const std::string& Client::library_path() const { return lib_->path(); }
+bool Client::simulated() const { return lib_->simulated(); }
 
 Result<SystemInfo> Client::System() const {
   const Functions& fn = lib_->fn();

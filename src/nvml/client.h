@@ -49,6 +49,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const std::string& library_path() const;
+  // The library is gpuop's simulator (hints then name its commands).
+  bool simulated() const;
 
   // A value the driver cannot give is left empty (the CUDA version on a node
   // without libcuda.so.1, say); only NVML itself failing is an error.

@@ -30,6 +30,7 @@ Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
                        "use another library)");
   }
   std::unique_ptr<Library> lib(new Library(path, handle));
+  lib->simulated_ = dlsym(handle, "gpuopSimulated") != nullptr;
   Functions& f = lib->fn_;
 #define GPUOP_NVML_BIND(member, decl, feature, ...) Bind(handle, &f.member, feature, {__VA_ARGS__});
   GPUOP_NVML_REQUIRED_FUNCTIONS(GPUOP_NVML_BIND)

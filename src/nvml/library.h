@@ -190,6 +190,8 @@ class Library {
 
   const std::string& path() const { return path_; }
   const Functions& fn() const { return fn_; }
+  // Whether the library is gpuop's simulator (it exports gpuopSimulated).
+  bool simulated() const { return simulated_; }
 
   // NVML's own text for a return code ("GPU is lost").
   std::string ErrorText(nvmlReturn_t ret) const;
@@ -217,6 +219,7 @@ class Library {
   std::string path_;
   void* handle_ = nullptr;
   bool initialized_ = false;
+  bool simulated_ = false;
   Functions fn_;
 };
 

@@ -51,6 +51,10 @@ expect_rc 1 mig apply -f "$tmp/defaults.yaml" -c all-balanced
 grep -q 'reset required' "$tmp/err" || die "no 'reset required' in: $(cat "$tmp/err")"
 # On the simulator the hint names its reset, not nvidia-smi.
 grep -q 'e.g. gpuop sim gpu reset --gpu [0-7,]*)' "$tmp/err" || die "the reset hint does not name gpuop sim gpu reset: $(cat "$tmp/err")"
+# So it does when the simulator is found without GPUOP_SIM_MACHINE (a host
+# root's driver, or GPUOP_NVML_LIB alone): the library says what it is.
+(unset GPUOP_SIM_MACHINE; expect_rc 1 mig apply -f "$tmp/defaults.yaml" -c all-balanced)
+grep -q 'e.g. gpuop sim gpu reset --gpu [0-7,]*)' "$tmp/err" || die "without GPUOP_SIM_MACHINE the reset hint does not name gpuop sim gpu reset: $(cat "$tmp/err")"
 expect_rc 1 mig assert -f "$tmp/defaults.yaml" -c all-balanced
 reset_all
 expect_rc 0 mig assert -f "$tmp/defaults.yaml" -c all-balanced --mode-only

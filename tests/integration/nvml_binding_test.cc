@@ -75,6 +75,7 @@ class NvmlSimTest : public ::testing::Test {
 
 TEST_F(NvmlSimTest, DgxH100HasEightDistinctH100s) {
   Client& c = Open("dgx-h100");
+  EXPECT_TRUE(c.simulated());  // the simulator says so (hints name its commands)
   auto gpus = c.Gpus();
   ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
   ASSERT_EQ(gpus->size(), 8u);
