@@ -13,6 +13,10 @@
 #   - a pod asking for 2 GPUs sees exactly those 2 (NVML inside the
 #     container), and the exporter attributes them to it; a pod asking for 9
 #     stays Pending with the scheduler's Insufficient message;
+#   - kubectl as typed: rollout status of the device plugin DaemonSet; a GPU
+#     Deployment scaled, restarted (a new ReplicaSet); drain blocked by a
+#     PodDisruptionBudget with kube's message, the node cordoned; the budget
+#     gone, drain evicts, the replacements wait as unschedulable; uncordon;
 #   - faults: the device plugin's container killed -> restarted and
 #     allocatable back; the node's kubelet restarted -> the plugin (not
 #     restarted) registers again, the exporter still attributes the pod's
@@ -69,6 +73,9 @@ cleanup() {
     k get pods -A -o wide >&2 || true
     echo "--- device plugin on dgx-h100 (last 20 lines)" >&2
     k logs -n gpu-operator --tail 20 -l app=nvidia-device-plugin-daemonset --prefix >&2 || true
+    echo "--- validators: Unhealthy Events and logs (last 10 lines each)" >&2
+    k get events -n gpu-operator --field-selector reason=Unhealthy -o custom-columns=OBJ:.involvedObject.name,MSG:.message >&2 || true
+    k logs -n gpu-operator --tail 10 -l app=nvidia-operator-validator --prefix >&2 || true
     # Last, so that the end of a long log names what failed.
     report_failures
   fi
@@ -240,6 +247,60 @@ doctor() { "$gpuop" doctor --namespace gpu-operator -o json >"$dir/doctor.json" 
 [[ $(doctor) == 1 ]] || fail "gpuop doctor: want exit 1 (one finding): $(cat "$dir/doctor.json" "$dir/doctor.err")"
 [[ $(python3 -c "import json; print(' '.join(f['object'] for f in json.load(open('$dir/doctor.json'))))") == pod/default/nine-gpus ]] ||
   fail "gpuop doctor: want only pod/default/nine-gpus: $(cat "$dir/doctor.json")"
+
+echo "--- kubectl rollout, scale, drain (a PodDisruptionBudget) and uncordon, as typed"
+k rollout status ds/nvidia-device-plugin-daemonset -n gpu-operator --timeout=60s >/dev/null ||
+  fail "kubectl rollout status ds/nvidia-device-plugin-daemonset"
+cat > "$dir/web.yaml" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 2
+      nodeSelector: {kubernetes.io/hostname: l40s-4}
+      containers:
+      - {name: main, image: "ghcr.io/gpuop/gpuop:$version", command: [gpuop, cuda, vector-add, --repeat-every, "1"], resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: default}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: web}}
+EOF
+k apply -f "$dir/web.yaml" >/dev/null
+web_pods() { k get pods -l app=web -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}'; }
+k scale deploy/web --replicas=2 >/dev/null || fail "kubectl scale deploy/web"
+k rollout status deploy/web --timeout=90s >/dev/null || fail "kubectl rollout status deploy/web: $(web_pods)"
+k rollout restart deploy/web >/dev/null || fail "kubectl rollout restart deploy/web"
+k rollout status deploy/web --timeout=90s >/dev/null || fail "rollout restart: $(web_pods)"
+[[ $(k get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{end}') == *0*2* ||
+   $(k get rs -l app=web -o jsonpath='{range .items[*]}{.spec.replicas}{end}') == *2*0* ]] ||
+  fail "rollout restart: want a new ReplicaSet of 2 and the old one at 0"
+# Two pods, a budget of two: no eviction is allowed, and drain says why.
+if k drain l40s-4 --ignore-daemonsets --timeout=12s > "$dir/drain.log" 2>&1; then
+  fail "kubectl drain must be blocked by the PodDisruptionBudget: $(cat "$dir/drain.log")"
+fi
+grep -q "Cannot evict pod as it would violate the pod's disruption budget" "$dir/drain.log" ||
+  fail "kubectl drain blocked without the budget's message: $(cat "$dir/drain.log")"
+[[ $(k get node l40s-4 -o jsonpath='{.spec.unschedulable}') == true ]] || fail "kubectl drain did not cordon l40s-4"
+[[ $(web_pods) == "Running Running " ]] || fail "the budget let a pod go: $(web_pods)"
+# (minAvailable 1 would let one go and hold the other: its replacement can
+# only run on this node, cordoned now.)
+k delete pdb web >/dev/null
+k drain l40s-4 --ignore-daemonsets --timeout=90s > "$dir/drain.log" 2>&1 ||
+  fail "kubectl drain l40s-4: $(cat "$dir/drain.log")"
+grep -q 'node/l40s-4 drained' "$dir/drain.log" || fail "kubectl drain: $(cat "$dir/drain.log")"
+# The replacements wait: their only node is cordoned.
+wait_until 60 "web's replacements Pending on the cordoned node" bash -c "[[ \$(kubectl get pods -l app=web -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"PodScheduled\")].message}{\"\\n\"}{end}' | grep -c 'unschedulable') == 2 ]]"
+k uncordon l40s-4 >/dev/null || fail "kubectl uncordon l40s-4"
+k rollout status deploy/web --timeout=90s >/dev/null || fail "web after uncordon: $(web_pods)"
+k delete -f "$dir/web.yaml" --ignore-not-found --wait=false >/dev/null
 
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.
