@@ -17,9 +17,9 @@
 // Unknown field numbers are skipped by their wire type, as the real server
 // does with fields it does not know. So are the few real fields without a row
 // (a Volume's cloud-disk and `ephemeral` sources, container statuses): a
-// client that sends those must send JSON to keep them. Malformed input (truncated varint, a length past the end, a wrong wire
-// type, no magic) is an InvalidArgument naming the field; the decoder never
-// reads past its input. Pure functions; thread-safe.
+// client that sends those must send JSON to keep them. Malformed input (truncated varint, a length
+// past the end, a wrong wire type, no magic) is an InvalidArgument naming the field; the decoder
+// never reads past its input. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -220,7 +220,8 @@ void DefaultAppsWorkload(const ResourceInfo& r, json& obj) {
   if (strategy["type"] == "RollingUpdate") {
     json& rolling = strategy["rollingUpdate"];
     if (!rolling.is_object()) rolling = json::object();
-    if (unset(rolling, "maxUnavailable")) rolling["maxUnavailable"] = deployment ? json("25%") : json(1);
+    if (unset(rolling, "maxUnavailable"))
+      rolling["maxUnavailable"] = deployment ? json("25%") : json(1);
     if (unset(rolling, "maxSurge")) rolling["maxSurge"] = deployment ? json("25%") : json(0);
   }
   if (unset(spec, "revisionHistoryLimit")) spec["revisionHistoryLimit"] = 10;

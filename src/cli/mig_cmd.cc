@@ -78,9 +78,8 @@ int RunApply(const GlobalOptions& g, const MigFlags& f) {
     std::vector<std::string> ids;
     for (unsigned i : waiting) ids.push_back(std::to_string(i));
     // On the simulator nvidia-smi does not exist; its reset does.
-    const std::string reset = (*client)->simulated()
-                                  ? "gpuop sim gpu reset --gpu " + Join(ids, ",")
-                                  : "nvidia-smi -r -i " + Join(ids, ",");
+    const std::string reset = (*client)->simulated() ? "gpuop sim gpu reset --gpu " + Join(ids, ",")
+                                                     : "nvidia-smi -r -i " + Join(ids, ",");
     return Fail("apply", FailedPrecondition("reset required: GPU " + Join(ids, ", ") +
                                             " must be reset for the new MIG mode (e.g. " + reset +
                                             "), then apply again"));
