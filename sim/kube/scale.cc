@@ -59,9 +59,14 @@ void SetAt(Json& obj, std::string_view path, Json value) {
   *cur = std::move(value);
 }
 
-std::string MetaString(const Json& obj, const char* key) {
-  const Json* v = At(obj, std::string(".metadata.") + key);
+// The string at a dotted path; "" when absent or not a string.
+std::string StringAt(const Json& obj, std::string_view path) {
+  const Json* v = At(obj, path);
   return v && v->is_string() ? v->get<std::string>() : "";
+}
+
+std::string MetaString(const Json& obj, const char* key) {
+  return StringAt(obj, std::string(".metadata.") + key);
 }
 
 }  // namespace
@@ -90,8 +95,14 @@ Json ScaleOf(const ResourceInfo& r, const Json& obj) {
 
 ApiResult<Json> WithScale(const ResourceInfo& r, const Json& obj, const Json& scale) {
   if (!scale.is_object()) return BadRequestError("the body of the request must be a Scale object");
-  std::string api_version = scale.value("apiVersion", "");
-  std::string kind = scale.value("kind", "");
+  for (const char* field : {"apiVersion", "kind"}) {
+    const Json* v = At(scale, std::string(".") + field);
+    if (v && !v->is_string()) {
+      return BadRequestError(std::string("the Scale's ") + field + " must be a string");
+    }
+  }
+  std::string api_version = StringAt(scale, ".apiVersion");
+  std::string kind = StringAt(scale, ".kind");
   if ((!api_version.empty() && api_version != kScaleApiVersion) ||
       (!kind.empty() && kind != "Scale")) {
     return BadRequestError("the scale subresource takes an autoscaling/v1 Scale, not " +
@@ -120,6 +131,10 @@ ApiResult<Json> WithScale(const ResourceInfo& r, const Json& obj, const Json& sc
   Json out = obj;
   SetAt(out, r.subresources.scale_paths.spec_replicas, replicas ? *replicas : Json(0));
   return out;
+}
+
+bool ScaleNamesResourceVersion(const Json& scale) {
+  return !MetaString(scale, "resourceVersion").empty();
 }
 
 }  // namespace gpuop::simkube

@@ -34,4 +34,7 @@ nlohmann::json ScaleOf(const ResourceInfo& r, const nlohmann::json& obj);
 ApiResult<nlohmann::json> WithScale(const ResourceInfo& r, const nlohmann::json& obj,
                                     const nlohmann::json& scale);
 
+// Whether `scale` names the resourceVersion it was read at (a precondition).
+bool ScaleNamesResourceVersion(const nlohmann::json& scale);
+
 }  // namespace gpuop::simkube

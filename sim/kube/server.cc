@@ -880,7 +880,7 @@ struct ApiServer::Impl {
       uo.dry_run = dry_run;
       auto written = store->Update(info, t.ns, t.name, std::move(updated).value(), uo);
       bool stale = !written.ok() && written.error().code == 409 &&
-                   scale["metadata"].value("resourceVersion", "").empty();
+                   !ScaleNamesResourceVersion(scale);
       if (!stale || attempt == 4) return written;
     }
   }

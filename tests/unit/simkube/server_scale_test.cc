@@ -115,6 +115,17 @@ TEST_F(ServerScaleTest, NegativeReplicasAreInvalid) {
   EXPECT_EQ(Get(Apps() + "/deployments/web").second["spec"]["replicas"], 1);
 }
 
+TEST_F(ServerScaleTest, AScaleOfTheWrongShapeIsABadRequest) {
+  MakeDeployment("web", 1);
+  for (const char* body : {R"({"apiVersion": 5, "kind": "Scale", "spec": {"replicas": 2}})",
+                           R"({"kind": "Deployment", "spec": {"replicas": 2}})",
+                           R"({"metadata": 7, "spec": {"replicas": "two"}})", R"([1, 2])"}) {
+    auto [code, answer] = Send("PUT", Apps() + "/deployments/web/scale", Json::parse(body));
+    EXPECT_TRUE(code == 400 || code == 422) << body << " -> " << code << " " << answer.dump();
+  }
+  EXPECT_EQ(Get(Apps() + "/deployments/web").second["spec"]["replicas"], 1);
+}
+
 TEST_F(ServerScaleTest, ReplicaSetsScaleAndOtherResourcesDoNot) {
   auto rs = Send("POST", Apps() + "/replicasets",
                  {{"metadata", {{"name", "rs"}}},
