@@ -17,6 +17,8 @@
 # Usage: demo.sh BUILD_DIR   (as root: network namespaces, podman)
 #   DEMO_SHORT=1: the driver container's startup probe after 5 s instead of
 #   NVIDIA's 60 s (three minutes less; tests/integration/demo_test.sh).
+#   DEMO_PATIENCE=N: every wait N times as long (make test's sanitizer build
+#   starts each container several times slower than a Release build).
 set -euo pipefail
 build=$(cd "${1:?usage: demo.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +34,8 @@ with_workdir gpuop-demo
 cluster="$work/cluster"
 export PATH="$build/bin:$PATH" KUBECONFIG="$cluster/kubeconfig"
 trap 'demo_exit' EXIT
+# Stopped (make test's timeout, a kill): a failure, so the exit shows the cluster.
+trap 'echo "demo: stopped by SIGTERM" >&2; exit 143' TERM
 demo_exit() {
   local rc=$?
   if ((rc != 0)); then
@@ -59,8 +63,9 @@ die() {
   exit 1
 }
 # await SECONDS WHAT COMMAND...: until COMMAND succeeds, or the demo ends.
+patience=${DEMO_PATIENCE:-1}
 await() {
-  local secs=$1 what=$2
+  local secs=$((${1} * patience)) what=$2
   shift 2
   local deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
@@ -198,14 +203,14 @@ upgraded() {
   done
 }
 last=""
-deadline=$((SECONDS + 600))
+deadline=$((SECONDS + 600 * patience))
 until upgraded; do
   now=$(upgrade_states | tr '\n' ';')
   if [[ "$now" != "$last" ]]; then
     printf '   [%d:%02d] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "${now//;/  }"
     last=$now
   fi
-  ((SECONDS < deadline)) || die "the driver upgrade did not finish in 600 s: $now"
+  ((SECONDS < deadline)) || die "the driver upgrade did not finish in $((600 * patience)) s: $now"
   sleep 2
 done
 most=$(sort -n "$work/in-progress.txt" | tail -1)

@@ -11,6 +11,7 @@
 #   FUZZ_SECONDS=300 scripts/fuzz.sh     longer runs; the corpora grow between runs
 #   FUZZ_BUILD=dir                       build dir (default build-fuzz)
 #   GPUOP_BUILD_LOCK=/tmp/x.lock         build under flock (shared machines)
+#   FUZZ_JOBS=1                          parallel compile jobs (default: ninja's)
 set -euo pipefail
 # ctest shows only the tail of the output: say which line stopped the script.
 trap 'echo "fuzz: line $LINENO failed: $BASH_COMMAND" >&2' ERR
@@ -34,7 +35,7 @@ if [ ! -f "$build/build.ninja" ]; then
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DGPUOP_FUZZ=ON -DGPUOP_WERROR=ON \
     -DGPUOP_BUILD_TESTS=OFF -DGPUOP_BUILD_BENCH=OFF -DGPUOP_STATIC_DEPS=OFF >/dev/null
 fi
-"${lock[@]}" ninja -C "$build" fuzz_all | grep -v '^\[' || true
+"${lock[@]}" ninja -C "$build" ${FUZZ_JOBS:+-j "$FUZZ_JOBS"} fuzz_all | grep -v '^\[' || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: build failed" >&2; exit 1; }
 echo "fuzz: built in $((SECONDS - start)) s"
 

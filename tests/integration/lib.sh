@@ -46,6 +46,10 @@ failures=0
 failed=()
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); failed+=("$*"); }
 report_failures() { ((failures == 0)) || printf 'FAIL: %s\n' "${failed[@]}" >&2; }
+# A test that runs past its limit gets SIGTERM from `timeout` (the cluster
+# tests, tests/CMakeLists.txt): it fails, and its EXIT trap still runs (takes
+# its cluster down, shows what it saw).
+trap 'fail "stopped by SIGTERM (a timeout?) at line $LINENO"; exit 143' TERM
 
 # k ARGS...: kubectl that gives up on a request the API does not answer.
 k() { kubectl --request-timeout=20s "$@"; }
