@@ -62,10 +62,11 @@ die() {
   printf '\033[31mdemo: %s\033[0m\n' "$*" >&2
   exit 1
 }
-# await SECONDS WHAT COMMAND...: until COMMAND succeeds, or the demo ends.
 patience=${DEMO_PATIENCE:-1}
+# await SECONDS WHAT COMMAND...: until COMMAND succeeds (SECONDS times the
+# patience), or the demo ends.
 await() {
-  local secs=$((${1} * patience)) what=$2
+  local secs=$(($1 * patience)) what=$2
   shift 2
   local deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
