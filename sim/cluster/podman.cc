@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/files.h"
+#include "base/process.h"
 #include "base/strings.h"
 
 extern char** environ;
@@ -74,7 +75,8 @@ Result<Podman> Podman::Create(Options options) {
 
 Result<Podman::Output> Podman::Call(const std::vector<std::string>& args, std::chrono::seconds timeout,
                                     bool merge_stderr) const {
-  // Everything the child needs is built before fork: after it, only syscalls.
+  // Everything the child needs is built before it starts: it shares this
+  // process's memory and may only make system calls (SpawnChild).
   for (const auto& bind : options_.node_binds) GPUOP_RETURN_IF_ERROR(MakeDirs(bind.second));
   std::vector<std::string> argv = {options_.podman, "--runtime", "runc"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -99,13 +101,7 @@ Result<Podman::Output> Podman::Call(const std::vector<std::string>& args, std::c
     ::close(out_pipe[1]);
     return Internal("pipe: " + ErrnoText(errno));
   }
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
-    return Internal("fork: " + ErrnoText(e));
-  }
-  if (pid == 0) {
+  Result<pid_t> child = SpawnChild([&] {
     ::setpgid(0, 0);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(merge_stderr ? out_pipe[1] : err_pipe[1], STDERR_FILENO);
@@ -113,8 +109,8 @@ Result<Podman::Output> Podman::Call(const std::vector<std::string>& args, std::c
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
     auto die = [](const char* what) {
       (void)!::write(STDERR_FILENO, what, std::strlen(what));
-      const char* e = std::strerror(errno);
-      (void)!::write(STDERR_FILENO, e, std::strlen(e));
+      const char* e = ::strerrordesc_np(errno);  // no locale, no allocation
+      if (e != nullptr) (void)!::write(STDERR_FILENO, e, std::strlen(e));
       (void)!::write(STDERR_FILENO, "\n", 1);
       ::_exit(126);
     };
@@ -127,9 +123,15 @@ Result<Podman::Output> Podman::Call(const std::vector<std::string>& args, std::c
     }
     ::execvpe(cargv[0], cargv.data(), cenv.data());
     die("gpuop: exec podman: ");
-  }
+  });
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
+  if (!child.ok()) {
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    return child.status();
+  }
+  const pid_t pid = *child;
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
   Output result;

@@ -2,6 +2,9 @@
 // collecting what it printed.
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,5 +25,18 @@ struct CommandResult {
 // cannot enter ends the command with status 127 and says why.
 Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                  const std::string& root = "");
+
+// Starts a child process that runs `in_child` and returns its pid. The child
+// shares this process's memory until it execs (vfork): a fork of a large,
+// threaded process copies its page tables and then pays a copy-on-write
+// fault for every page any thread writes while the child lives, which in
+// the simulator (hundreds of MB, a podman call every few seconds) cost more
+// than the podman call itself. So `in_child` must end in exec or _exit and
+// may only make system calls on memory made before (no allocation, no
+// locks, no return). Signals stay blocked until it runs with the handlers
+// reset to their defaults, so no handler of this process runs in it; the
+// signal mask it execs with is the caller's. An error when no child could
+// be made.
+Result<pid_t> SpawnChild(const std::function<void()>& in_child);
 
 }  // namespace gpuop
