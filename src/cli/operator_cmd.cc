@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "base/version.h"
 #include "cli/cli.h"
 #include "http/server.h"
@@ -29,6 +30,7 @@ struct OperatorFlags {
   std::string health_addr = ":8081";
   bool leader_elect = false;
   std::string leader_election_id = "53822513.nvidia.com";  // NVIDIA's, so one of the two leads
+  std::string renew_deadline;                              // "": controller-runtime's 10 s
   std::string gpuop_image = std::string("ghcr.io/gpuop/gpuop:") + kVersion;
   std::string driver_image;
   bool install_crd = true;
@@ -42,6 +44,23 @@ int Fail(const Status& s) {
 }
 
 int RunOperator(const OperatorFlags& f) {
+  kube::LeaderElectionConfig defaults;
+  std::chrono::milliseconds renew_deadline = defaults.renew_deadline;
+  std::chrono::milliseconds lease_duration = defaults.lease_duration;
+  if (!f.renew_deadline.empty()) {
+    auto deadline = ParseDuration(f.renew_deadline);
+    if (!deadline.ok()) {
+      return Fail(InvalidArgument("--leader-lease-renew-deadline: " + deadline.status().message()));
+    }
+    if (*deadline <= defaults.retry_period) {
+      return Fail(
+          InvalidArgument("--leader-lease-renew-deadline " + f.renew_deadline +
+                          " leaves no retry: give more than the 2s retry period, such as 30s"));
+    }
+    // NVIDIA's operator derives the lease from the deadline the same way.
+    renew_deadline = *deadline;
+    lease_duration = *deadline + std::chrono::seconds(5);
+  }
   StopSignals signals;
   auto client = NewKubeClient(f.kube, std::string("gpuop-operator/") + kVersion);
   if (!client.ok()) return Fail(client.status());
@@ -99,11 +118,14 @@ int RunOperator(const OperatorFlags& f) {
 
   std::stop_source stop;
   std::atomic<bool> lost_lease{false};
+  std::unique_ptr<kube::Client> lease_client;  // outlives the elector
   std::unique_ptr<kube::LeaderElector> elector;
   if (f.leader_elect) {
     kube::LeaderElectionConfig config;
     config.lease_namespace = f.namespace_;
     config.lease_name = f.leader_election_id;
+    config.renew_deadline = renew_deadline;
+    config.lease_duration = lease_duration;
     kube::LeaderCallbacks callbacks;
     callbacks.on_started_leading = [&](std::stop_token s) {
       leading = true;
@@ -118,7 +140,12 @@ int RunOperator(const OperatorFlags& f) {
       lost_lease = true;
       kill(getpid(), SIGTERM);
     };
-    auto e = kube::LeaderElector::New(**client, config, callbacks);
+    // A client of its own, as controller-runtime gives its lock: the lease
+    // writes wait behind no controller request in the rate limiter or pool.
+    auto own = NewKubeClient(f.kube, std::string("gpuop-operator-leader-election/") + kVersion);
+    if (!own.ok()) return Fail(own.status());
+    lease_client = std::move(own).value();
+    auto e = kube::LeaderElector::New(*lease_client, config, callbacks);
     if (!e.ok()) return Fail(e.status());
     elector = std::move(e).value();
   }
@@ -161,6 +188,11 @@ void RegisterOperatorCommand(CLI::App& app, const GlobalOptions&, Action* action
                 "Lead through a coordination.k8s.io Lease so one replica acts at a time");
   cmd->add_option("--leader-election-id", f->leader_election_id, "The Lease's name")
       ->capture_default_str();
+  cmd->add_option("--leader-lease-renew-deadline", f->renew_deadline,
+                  "How long the leader keeps trying to renew its Lease before it stands down "
+                  "and exits (a Go duration such as 30s; the Lease lasts 5 s longer). Unset: "
+                  "10 s, controller-runtime's default, which a slow or restarting API server "
+                  "exceeds");
   cmd->add_option("--gpuop-image", f->gpuop_image,
                   "The image the node components run (this operator's own image)")
       ->envname("GPUOP_IMAGE")

@@ -291,6 +291,9 @@ def check_deployment(objects, version):
     if c.get("command") != ["gpuop", "operator"] or "--leader-elect" not in c.get("args", []):
         fail("Deployment: want command gpuop operator with --leader-elect, got %s %s"
              % (c.get("command"), c.get("args")))
+    # gpuop's tolerant default (values.yaml says why).
+    if "--leader-lease-renew-deadline=60s" not in c.get("args", []):
+        fail("Deployment: want --leader-lease-renew-deadline=60s, got %s" % c.get("args"))
     env = env_of(c)
     want = {"GPUOP_IMAGE": image, "GPUOP_NODE_DISCOVERY": "auto",
             "OPERATOR_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}}

@@ -283,6 +283,21 @@ for n in a100-1 h100-1 bare-1; do
   [[ -z "$extra" ]] || fail "$n keeps labels: $extra"
 done
 
+# Leader election with a longer renew deadline (the chart passes 60s): the
+# Lease lasts 5 s longer, as NVIDIA's operator derives it. A deadline that
+# leaves no retry, or is no duration, is refused before any request.
+for bad in "2s:leaves no retry" "soon:--leader-lease-renew-deadline: "; do
+  if "$gpuop" operator --leader-elect --leader-lease-renew-deadline "${bad%%:*}" >"$tmp/bad-deadline.txt" 2>&1; then
+    fail "--leader-lease-renew-deadline ${bad%%:*} was accepted"
+  fi
+  grep -qF -- "${bad#*:}" "$tmp/bad-deadline.txt" || fail "bad deadline ${bad%%:*}: $(cat "$tmp/bad-deadline.txt")"
+done
+"$gpuop" operator --leader-elect --leader-lease-renew-deadline 20s --leader-election-id lease-test \
+  --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 >>"$tmp/operator.log" 2>&1 &
+pids+=($!)
+lease_seconds() { [[ $(k -n gpu-operator get lease lease-test -o jsonpath='{.spec.leaseDurationSeconds}') == "$1" ]]; }
+wait_for "the Lease written with leaseDurationSeconds 25" lease_seconds 25
+
 if ((failures > 0)); then
   echo "FAIL: $failures check(s) failed" >&2
   exit 1
