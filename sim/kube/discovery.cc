@@ -40,6 +40,23 @@ Json Gvk(std::string_view group, std::string_view version, std::string_view kind
   return {{"group", group}, {"version", version}, {"kind", kind}};
 }
 
+// A subresource as both discovery documents describe it.
+struct Subresource {
+  std::string name;                  // "status"
+  std::string group, version, kind;  // of the object it answers with
+  std::vector<std::string> verbs;
+};
+
+std::vector<Subresource> SubresourcesOf(const ResourceInfo& r) {
+  std::vector<Subresource> subs;
+  if (r.subresources.status)
+    subs.push_back({"status", r.group, r.version, r.kind, {"get", "patch", "update"}});
+  if (r.subresources.scale)
+    subs.push_back({"scale", "autoscaling", "v1", "Scale", {"get", "patch", "update"}});
+  if (r.subresources.eviction) subs.push_back({"eviction", "policy", "v1", "Eviction", {"create"}});
+  return subs;
+}
+
 }  // namespace
 
 Json VersionInfo() {
@@ -104,30 +121,18 @@ Json ApiResourceList(const Registry& registry, std::string_view group, std::stri
     if (!r.short_names.empty()) entry["shortNames"] = r.short_names;
     if (!r.categories.empty()) entry["categories"] = r.categories;
     list.push_back(std::move(entry));
-    if (r.subresources.status) {
-      list.push_back({{"name", r.plural + "/status"},
-                      {"singularName", ""},
-                      {"namespaced", r.namespaced},
-                      {"kind", r.kind},
-                      {"verbs", {"get", "patch", "update"}}});
-    }
-    if (r.subresources.scale) {
-      list.push_back({{"name", r.plural + "/scale"},
-                      {"singularName", ""},
-                      {"namespaced", r.namespaced},
-                      {"group", "autoscaling"},
-                      {"version", "v1"},
-                      {"kind", "Scale"},
-                      {"verbs", {"get", "patch", "update"}}});
-    }
-    if (r.subresources.eviction) {
-      list.push_back({{"name", r.plural + "/eviction"},
-                      {"singularName", ""},
-                      {"namespaced", r.namespaced},
-                      {"group", "policy"},
-                      {"version", "v1"},
-                      {"kind", "Eviction"},
-                      {"verbs", {"create"}}});
+    for (const Subresource& sub : SubresourcesOf(r)) {
+      Json e{{"name", r.plural + "/" + sub.name},
+             {"singularName", ""},
+             {"namespaced", r.namespaced},
+             {"kind", sub.kind},
+             {"verbs", sub.verbs}};
+      // An entry names its group and version only where they differ from the list's.
+      if (sub.group != r.group || sub.version != r.version) {
+        e["group"] = sub.group;
+        e["version"] = sub.version;
+      }
+      list.push_back(std::move(e));
     }
   }
   Json out{{"kind", "APIResourceList"}, {"groupVersion", GroupVersion(group, version)}};
@@ -175,20 +180,10 @@ Json AggregatedDiscovery(const Registry& registry, bool legacy, std::string_view
         if (!r.short_names.empty()) entry["shortNames"] = r.short_names;
         if (!r.categories.empty()) entry["categories"] = r.categories;
         Json subs = Json::array();
-        if (r.subresources.status) {
-          subs.push_back({{"subresource", "status"},
-                          {"responseKind", Gvk(r.group, r.version, r.kind)},
-                          {"verbs", {"get", "patch", "update"}}});
-        }
-        if (r.subresources.scale) {
-          subs.push_back({{"subresource", "scale"},
-                          {"responseKind", Gvk("autoscaling", "v1", "Scale")},
-                          {"verbs", {"get", "patch", "update"}}});
-        }
-        if (r.subresources.eviction) {
-          subs.push_back({{"subresource", "eviction"},
-                          {"responseKind", Gvk("policy", "v1", "Eviction")},
-                          {"verbs", {"create"}}});
+        for (const Subresource& sub : SubresourcesOf(r)) {
+          subs.push_back({{"subresource", sub.name},
+                          {"responseKind", Gvk(sub.group, sub.version, sub.kind)},
+                          {"verbs", sub.verbs}});
         }
         if (!subs.empty()) entry["subresources"] = std::move(subs);
         resources.push_back(std::move(entry));

@@ -163,12 +163,9 @@ std::string PodQosClass(const json& pod) {
   return guaranteed ? "Guaranteed" : "Burstable";
 }
 
-// What kube-apiserver fills in on a new batch/v1 Job: the spec defaults
-// (SetDefaults_Job), and, unless spec.manualSelector, the Job strategy's
-// generated selector: the controller-uid label in spec.selector and the
-// job-name and controller-uid labels (both spellings) in the template. A Job
-// without labels of its own shows the template's, as a read from etcd does.
-void DefaultJob(json& job) {
+// kube-apiserver's SetDefaults_Job, which it applies to every Job it
+// decodes (create, update, patch).
+void DefaultJobSpec(json& job) {
   json& spec = job["spec"];
   if (!spec.is_object()) spec = json::object();
   auto unset = [&](const char* field) { return !spec.contains(field) || spec[field].is_null(); };
@@ -183,6 +180,16 @@ void DefaultJob(json& job) {
     spec["podReplacementPolicy"] = unset("podFailurePolicy") ? "TerminatingOrFailed" : "Failed";
   }
   if (unset("manualSelector")) spec["manualSelector"] = false;
+}
+
+// What kube-apiserver fills in on a new Job beyond the spec defaults:
+// unless spec.manualSelector, the Job strategy's generated selector (the
+// controller-uid label in spec.selector, the job-name and controller-uid
+// labels, both spellings, in the template). A Job without labels of its own
+// shows the template's, as a read from etcd does.
+void DefaultNewJob(json& job) {
+  DefaultJobSpec(job);
+  json& spec = job["spec"];
   if (spec["manualSelector"] == true) return;
   json& labels = spec["template"]["metadata"]["labels"];
   if (!labels.is_object()) labels = json::object();
@@ -202,8 +209,8 @@ void DefaultJob(json& job) {
   if (!own.is_object() || own.empty()) own = labels;
 }
 
-// What kube-apiserver fills in on a new apps/v1 DaemonSet or Deployment
-// (SetDefaults_DaemonSet, SetDefaults_Deployment): the update strategy and
+// What kube-apiserver fills in on every apps/v1 DaemonSet or Deployment it
+// decodes (SetDefaults_DaemonSet, SetDefaults_Deployment): the update strategy and
 // its rolling-update bounds, the revision history limit, a Deployment's
 // replicas and progress deadline. kubectl rollout status reads the strategy.
 void DefaultAppsWorkload(const ResourceInfo& r, json& obj) {
@@ -229,6 +236,11 @@ void DefaultAppsWorkload(const ResourceInfo& r, json& obj) {
     if (unset(spec, "replicas")) spec["replicas"] = 1;
     if (unset(spec, "progressDeadlineSeconds")) spec["progressDeadlineSeconds"] = 600;
   }
+}
+
+bool IsJobs(const ResourceInfo& r) { return r.group == "batch" && r.plural == "jobs"; }
+bool IsDefaultedAppsWorkload(const ResourceInfo& r) {
+  return r.group == "apps" && (r.plural == "daemonsets" || r.plural == "deployments");
 }
 
 std::string ValidateDns1123Label(std::string_view s) {
@@ -973,10 +985,8 @@ ApiResult<Object> Store::DoCreate(const ResourceInfo& r, std::string ns, json ob
       obj["status"] = json::object();
     }
   }
-  if (r.group == "batch" && r.plural == "jobs") DefaultJob(obj);
-  if (r.group == "apps" && (r.plural == "daemonsets" || r.plural == "deployments")) {
-    DefaultAppsWorkload(r, obj);
-  }
+  if (IsJobs(r)) DefaultNewJob(obj);
+  if (IsDefaultedAppsWorkload(r)) DefaultAppsWorkload(r, obj);
   if (hooks_.admit) GPUOP_API_RETURN_IF_ERROR(hooks_.admit(r, obj, nullptr));
 
   for (int attempt = 0;; ++attempt) {
@@ -1133,6 +1143,10 @@ ApiResult<json> Store::PrepareUpdate(const ResourceInfo& r, const json& old, jso
     }
   } else {
     out = std::move(obj);
+    // An update is decoded and defaulted like a create (kubectl apply of a
+    // manifest without updateStrategy still stores RollingUpdate).
+    if (IsJobs(r)) DefaultJobSpec(out);
+    if (IsDefaultedAppsWorkload(r)) DefaultAppsWorkload(r, out);
     json& meta = out["metadata"];
     std::vector<FieldError> errs;
     std::string uid = MetaString(out, "uid");

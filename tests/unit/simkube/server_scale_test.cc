@@ -225,6 +225,18 @@ TEST_F(ServerScaleTest, AppsWorkloadsGetKubesDefaults) {
                                       {"template", pod_template}}}});
   ASSERT_EQ(on_delete.first, 201) << on_delete.second.dump();
   EXPECT_EQ(on_delete.second["spec"]["updateStrategy"], Json::parse(R"({"type":"OnDelete"})"));
+
+  // An update is defaulted too: a PUT of a manifest without the strategy
+  // (kubectl replace of the file the user has) stores kube's defaults again,
+  // and a stored object equal but for them is no spec change.
+  Json put = ds.second;
+  put["spec"].erase("updateStrategy");
+  put["spec"].erase("revisionHistoryLimit");
+  auto replaced = Send("PUT", Apps() + "/daemonsets/agent", put, "application/json");
+  ASSERT_EQ(replaced.first, 200) << replaced.second.dump();
+  EXPECT_EQ(replaced.second["spec"]["updateStrategy"], ds.second["spec"]["updateStrategy"]);
+  EXPECT_EQ(replaced.second["spec"]["revisionHistoryLimit"], 10);
+  EXPECT_EQ(replaced.second["metadata"]["generation"], ds.second["metadata"]["generation"]);
 }
 
 TEST_F(ServerScaleTest, DiscoveryListsTheScaleSubresource) {
