@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -99,6 +100,24 @@ Result<std::vector<ImportedFile>> ReadImports(const std::string& root, const std
   return out;
 }
 
+// The directories among `dirs` and their ancestors that do not exist under
+// `root` (host paths), deepest first: what configure creates and --revert
+// may remove again.
+std::vector<std::string> MissingDirs(const std::string& root,
+                                     const std::vector<std::string>& dirs) {
+  std::set<std::string> missing;
+  for (std::string dir : dirs) {
+    while (!dir.empty() && dir != "/" && !PathExists(JoinRoot(root, dir))) {
+      missing.insert(dir);
+      dir = DirName(dir);
+    }
+  }
+  std::vector<std::string> out(missing.begin(), missing.end());
+  // A directory sorts before its children; reversed, every child comes first.
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 Result<Plan> MakePlan(const std::string& root, const ConfigureOptions& o) {
   switch (o.runtime) {
     case RuntimeKind::kContainerd: {
@@ -112,7 +131,7 @@ Result<Plan> MakePlan(const std::string& root, const ConfigureOptions& o) {
       in.drop_in_path = o.drop_in_path;
       GPUOP_ASSIGN_OR_RETURN(in.main, ReadOptional(root, in.config_path));
       GPUOP_ASSIGN_OR_RETURN(in.drop_in, ReadOptional(root, in.drop_in_path));
-      in.drop_in_dir_exists = PathExists(JoinRoot(root, DirName(in.drop_in_path)));
+      in.missing_dirs = MissingDirs(root, {DirName(in.drop_in_path), DirName(in.config_path)});
       if (in.main) {
         GPUOP_ASSIGN_OR_RETURN(in.imported,
                                ReadImports(root, in.config_path, *in.main, in.drop_in_path));

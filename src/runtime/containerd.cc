@@ -21,7 +21,7 @@ struct Record {
   std::string config;                         // the main config's host path
   std::string import_edit;                    // text inserted into it; empty: none
   std::optional<std::string> created_config;  // its bytes when gpuop created it
-  std::string created_dir;                    // the drop-in directory, when gpuop created it
+  std::vector<std::string> created_dirs;      // directories gpuop created, deepest first
 };
 
 bool OwnedByGpuop(std::string_view drop_in) {
@@ -42,7 +42,15 @@ std::optional<Record> ReadRecord(std::string_view drop_in) {
     Record r;
     r.config = j.value("config", "");
     r.import_edit = j.value("import_edit", "");
-    r.created_dir = j.value("created_dir", "");
+    // "created_dir": one directory, as records written before 2026-12-06 have it.
+    if (j.contains("created_dir") && j["created_dir"].is_string()) {
+      r.created_dirs.push_back(j["created_dir"].get<std::string>());
+    }
+    if (j.contains("created_dirs") && j["created_dirs"].is_array()) {
+      for (const auto& d : j["created_dirs"]) {
+        if (d.is_string()) r.created_dirs.push_back(d.get<std::string>());
+      }
+    }
     if (j.contains("created_config") && j["created_config"].is_string()) {
       r.created_config = j["created_config"].get<std::string>();
     }
@@ -54,7 +62,7 @@ std::optional<Record> ReadRecord(std::string_view drop_in) {
 
 std::string RecordLine(const Record& r) {
   nlohmann::json j = {{"config", r.config}, {"import_edit", r.import_edit}};
-  if (!r.created_dir.empty()) j["created_dir"] = r.created_dir;
+  if (!r.created_dirs.empty()) j["created_dirs"] = r.created_dirs;
   j["created_config"] = r.created_config ? nlohmann::json(*r.created_config) : nlohmann::json();
   return std::string(kRecordPrefix) + j.dump() + "\n";
 }
@@ -321,9 +329,9 @@ Result<Plan> Configure(const ContainerdInputs& in, const ConfigureOptions& opts)
   Record record;
   record.config = in.config_path;
   if (old) {
-    record.created_dir = old->created_dir;
-  } else if (!in.drop_in_dir_exists) {
-    record.created_dir = DirName(in.drop_in_path);
+    record.created_dirs = old->created_dirs;
+  } else {
+    record.created_dirs = in.missing_dirs;
   }
 
   // The main config: parsed, or created.
@@ -465,8 +473,10 @@ Result<Plan> Revert(const ContainerdInputs& in, const ConfigureOptions& opts) {
     }
   }
   if (ours) plan.changes.push_back({in.drop_in_path, in.drop_in, std::nullopt});
-  if (record && !record->created_dir.empty()) {
-    plan.changes.push_back({record->created_dir, std::nullopt, std::nullopt, true});
+  if (record) {
+    for (const std::string& dir : record->created_dirs) {
+      plan.changes.push_back({dir, std::nullopt, std::nullopt, true});
+    }
   }
 
   // After the revert, the default runtime must not be the removed handler.

@@ -58,7 +58,10 @@ struct ContainerdInputs {
   std::string drop_in_path;            // host path of gpuop's drop-in
   std::optional<std::string> main;     // nullopt: no main config
   std::optional<std::string> drop_in;  // current drop-in bytes, if any
-  bool drop_in_dir_exists = true;      // whether the drop-in's directory exists
+  // Directories gpuop must create for the drop-in and the main config (host
+  // paths, deepest first: /etc/containerd/conf.d, then /etc/containerd when
+  // that is missing too); --revert removes them again when they are empty.
+  std::vector<std::string> missing_dirs;
   std::vector<ImportedFile> imported;  // other imported files, in containerd's load order
   int installed_major = 0;             // containerd major version when known, else 0
 };

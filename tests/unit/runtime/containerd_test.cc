@@ -184,7 +184,7 @@ TEST(Containerd, RevertOfACreatedConfigKeepsItWhenTheUserEditedIt) {
 TEST(Containerd, RevertRemovesTheDropInDirectoryGpuopCreated) {
   Tree t{{kMain, "version = 2\n"}};
   ContainerdInputs in = InputsFrom(t);
-  in.drop_in_dir_exists = false;
+  in.missing_dirs = {"/etc/containerd/conf.d"};
   auto plan = PlanContainerd(in, Opts(false, false));
   ASSERT_TRUE(plan.ok());
   Apply(*plan, &t);
@@ -199,6 +199,39 @@ TEST(Containerd, RevertRemovesTheDropInDirectoryGpuopCreated) {
   auto r2 = PlanContainerd(InputsFrom(u), Opts(false, false, true));
   ASSERT_TRUE(r2.ok());
   for (const auto& c : r2->changes) EXPECT_FALSE(c.directory);
+}
+
+// A host without /etc/containerd: configure creates it, its conf.d and the
+// config; --revert removes all three (the child directory first), and reads
+// the one-directory record earlier gpuop versions wrote.
+TEST(Containerd, RevertRemovesEveryDirectoryGpuopCreatedChildFirst) {
+  Tree t;
+  ContainerdInputs in = InputsFrom(t);
+  in.missing_dirs = {"/etc/containerd/conf.d", "/etc/containerd"};
+  auto plan = PlanContainerd(in, Opts(false, false));
+  ASSERT_TRUE(plan.ok());
+  Apply(*plan, &t);
+  auto revert = PlanContainerd(InputsFrom(t), Opts(false, false, true));
+  ASSERT_TRUE(revert.ok());
+  std::vector<std::string> dirs;
+  for (const auto& c : revert->changes) {
+    if (c.directory) dirs.push_back(c.path);
+  }
+  EXPECT_EQ(dirs, (std::vector<std::string>{"/etc/containerd/conf.d", "/etc/containerd"}));
+
+  std::string old_record = t[kDropIn];
+  const std::string list = R"("created_dirs":["/etc/containerd/conf.d","/etc/containerd"])";
+  ASSERT_NE(old_record.find(list), std::string::npos) << old_record;
+  old_record.replace(old_record.find(list), list.size(),
+                     R"("created_dir":"/etc/containerd/conf.d")");
+  t[kDropIn] = old_record;
+  auto old_revert = PlanContainerd(InputsFrom(t), Opts(false, false, true));
+  ASSERT_TRUE(old_revert.ok());
+  dirs.clear();
+  for (const auto& c : old_revert->changes) {
+    if (c.directory) dirs.push_back(c.path);
+  }
+  EXPECT_EQ(dirs, (std::vector<std::string>{"/etc/containerd/conf.d"}));
 }
 
 TEST(Containerd, NewConfigUsesVersion3ForContainerd2) {
