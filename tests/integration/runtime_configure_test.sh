@@ -207,6 +207,18 @@ set -e
 grep -q '/etc/containerd/config.toml:2:' "$tmp/bad.err" || fail "malformed TOML: $(cat "$tmp/bad.err")"
 [[ ! -e "$root/etc/containerd/conf.d" ]] || fail "malformed TOML: something was written"
 
+# A host with no /etc/containerd at all: configure creates the config and
+# its directories; --revert leaves the tree as it was, directories included.
+root="$tmp/bare"
+mkdir -p "$root/usr/bin"
+snapshot "$root" "$tmp/bare.before"
+configure "$root" runtime configure --runtime containerd >/dev/null || fail "bare host: configure failed"
+[[ -f "$root/etc/containerd/config.toml" ]] || fail "bare host: no config.toml written"
+configure "$root" runtime configure --runtime containerd --revert >/dev/null || fail "bare host: revert failed"
+snapshot "$root" "$tmp/bare.after"
+cmp -s "$tmp/bare.before" "$tmp/bare.after" ||
+  fail "bare host: revert left $(diff "$tmp/bare.before" "$tmp/bare.after" | grep '^>' | head -5)"
+
 # CRI-O: a drop-in CRI-O can parse, removed by --revert.
 root="$tmp/crio"
 mkdir -p "$root/usr/bin"
