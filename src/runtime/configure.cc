@@ -149,7 +149,7 @@ Result<Plan> MakePlan(const std::string& root, const ConfigureOptions& o) {
       in.drop_in_path = o.drop_in_path;
       GPUOP_ASSIGN_OR_RETURN(in.drop_in, ReadOptional(root, in.drop_in_path));
       in.runc_path = FindRunc(root);
-      in.drop_in_dir_exists = PathExists(JoinRoot(root, DirName(in.drop_in_path)));
+      in.missing_dirs = MissingDirs(root, {DirName(in.drop_in_path)});
       return PlanCrio(in, o);
     }
     case RuntimeKind::kDocker: {

@@ -12,15 +12,18 @@ constexpr std::string_view kReloadNote =
     "reload CRI-O to apply: systemctl reload crio (SIGHUP reloads runtimes and default_runtime; "
     "CRI-O releases without live reload need systemctl restart crio)";
 
-// The directory an earlier configure created, as recorded in its drop-in.
-std::optional<std::string> CreatedDir(const std::string& drop_in) {
-  size_t at = drop_in.find(kCrioCreatedDirLine);
-  if (at == std::string::npos) return std::nullopt;
-  size_t begin = at + kCrioCreatedDirLine.size();
-  size_t end = drop_in.find('\n', begin);
-  std::string dir = drop_in.substr(begin, end == std::string::npos ? end : end - begin);
-  if (dir.empty()) return std::nullopt;
-  return dir;
+// The directories an earlier configure created, deepest first, as recorded
+// in its drop-in.
+std::vector<std::string> CreatedDirs(const std::string& drop_in) {
+  std::vector<std::string> dirs;
+  for (size_t at = drop_in.find(kCrioCreatedDirLine); at != std::string::npos;
+       at = drop_in.find(kCrioCreatedDirLine, at + 1)) {
+    size_t begin = at + kCrioCreatedDirLine.size();
+    size_t end = drop_in.find('\n', begin);
+    std::string dir = drop_in.substr(begin, end == std::string::npos ? end : end - begin);
+    if (!dir.empty()) dirs.push_back(dir);
+  }
+  return dirs;
 }
 
 }  // namespace
@@ -41,8 +44,8 @@ Result<Plan> PlanCrio(const CrioInputs& in, const ConfigureOptions& opts) {
       return plan;
     }
     plan.changes.push_back({in.drop_in_path, in.drop_in, std::nullopt});
-    if (auto dir = CreatedDir(*in.drop_in)) {
-      plan.changes.push_back({*dir, std::nullopt, std::nullopt, /*directory=*/true});
+    for (const std::string& dir : CreatedDirs(*in.drop_in)) {
+      plan.changes.push_back({dir, std::nullopt, std::nullopt, /*directory=*/true});
     }
     plan.notes.push_back("removed CRI-O runtime handler '" + opts.runtime_name + "'");
     plan.notes.push_back(std::string(kReloadNote));
@@ -67,12 +70,10 @@ Result<Plan> PlanCrio(const CrioInputs& in, const ConfigureOptions& opts) {
                      "name order\n# over crio.conf, key by key. `gpuop runtime configure "
                      "--runtime crio --revert`\n# deletes this file. CRI-O reads CDI specs from "
                      "/etc/cdi and /var/run/cdi by default.\n";
-  // Keep the record of a directory an earlier run created across re-runs.
-  std::optional<std::string> created =
-      ours ? CreatedDir(*in.drop_in)
-           : (in.drop_in_dir_exists ? std::nullopt
-                                    : std::optional<std::string>(DirName(in.drop_in_path)));
-  if (created) text += std::string(kCrioCreatedDirLine) + *created + "\n";
+  // Keep the record of the directories an earlier run created across re-runs.
+  for (const std::string& dir : ours ? CreatedDirs(*in.drop_in) : in.missing_dirs) {
+    text += std::string(kCrioCreatedDirLine) + dir + "\n";
+  }
   text += "\n" + FormatToml(root);
   GPUOP_RETURN_IF_ERROR(ParseToml(in.drop_in_path, text).status());
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "runtime/plan.h"
@@ -26,11 +27,13 @@ struct CrioInputs {
   std::string drop_in_path;            // host path
   std::optional<std::string> drop_in;  // its current bytes, if any
   std::string runc_path;               // host path of runc; empty: not found
-  bool drop_in_dir_exists = true;      // whether crio.conf.d exists (gpuop creates it if not)
+  // Directories gpuop must create for the drop-in (host paths, deepest
+  // first: crio.conf.d, then /etc/crio when that is missing too).
+  std::vector<std::string> missing_dirs;
 };
 
-// The header line by which the drop-in records that gpuop created its
-// directory, so --revert removes that directory too.
+// The header line, one per directory, by which the drop-in records the
+// directories gpuop created for it, so --revert removes them too.
 inline constexpr std::string_view kCrioCreatedDirLine = "# gpuop created directory: ";
 
 // REQUIRES: opts.runtime == RuntimeKind::kCrio.

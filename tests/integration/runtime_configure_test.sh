@@ -241,6 +241,16 @@ PY
 configure "$root" runtime configure --runtime crio --revert >/dev/null || fail "crio: revert failed"
 snapshot "$root" "$tmp/crio.after"
 cmp -s "$tmp/crio.before" "$tmp/crio.after" || fail "crio: revert did not restore the files"
+# On a host without /etc/crio, --revert takes away all it made.
+root="$tmp/crio-bare"
+mkdir -p "$root/usr/bin"
+touch "$root/usr/bin/runc"
+snapshot "$root" "$tmp/crio-bare.before"
+configure "$root" runtime configure --runtime crio >/dev/null || fail "crio, bare host: configure failed"
+configure "$root" runtime configure --runtime crio --revert >/dev/null || fail "crio, bare host: revert failed"
+snapshot "$root" "$tmp/crio-bare.after"
+cmp -s "$tmp/crio-bare.before" "$tmp/crio-bare.after" ||
+  fail "crio, bare host: revert left $(diff "$tmp/crio-bare.before" "$tmp/crio-bare.after" | grep '^>' | head -5)"
 
 # Docker: daemon.json keeps the user's keys; revert restores the exact bytes.
 root="$tmp/docker"

@@ -58,28 +58,34 @@ TEST(Crio, DropInMatchesGoldenAndRevertRestores) {
   EXPECT_EQ(Crio(t, Opts(RuntimeKind::kCrio, false, false, true)), original);
 }
 
-// When crio.conf.d did not exist, configure creates it, records that in the
-// drop-in, and --revert removes it again (it is left when not empty).
+// When crio.conf.d (and here /etc/crio) did not exist, configure creates
+// them, records that in the drop-in, and --revert removes them again, child
+// first (each is left when not empty).
 TEST(Crio, RevertRemovesTheDirectoryConfigureCreated) {
-  CrioInputs in{kCrio, std::nullopt, "/usr/bin/runc", /*drop_in_dir_exists=*/false};
+  CrioInputs in{kCrio, std::nullopt, "/usr/bin/runc", {"/etc/crio/crio.conf.d", "/etc/crio"}};
   auto plan = PlanCrio(in, Opts(RuntimeKind::kCrio, false, false));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->changes.size(), 1u);
   const std::string drop_in = *plan->changes[0].after;
-  EXPECT_NE(drop_in.find("# gpuop created directory: /etc/crio/crio.conf.d\n"), std::string::npos)
+  EXPECT_NE(drop_in.find("# gpuop created directory: /etc/crio/crio.conf.d\n"
+                         "# gpuop created directory: /etc/crio\n"),
+            std::string::npos)
       << drop_in;
   // A second run keeps the record although the directory exists by then.
-  auto again = PlanCrio({kCrio, drop_in, "/usr/bin/runc", true}, Opts(RuntimeKind::kCrio, false, false));
+  auto again =
+      PlanCrio({kCrio, drop_in, "/usr/bin/runc", {}}, Opts(RuntimeKind::kCrio, false, false));
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->changes.empty());
-  auto revert = PlanCrio({kCrio, drop_in, "/usr/bin/runc", true},
-                         Opts(RuntimeKind::kCrio, false, false, true));
+  auto revert =
+      PlanCrio({kCrio, drop_in, "/usr/bin/runc", {}}, Opts(RuntimeKind::kCrio, false, false, true));
   ASSERT_TRUE(revert.ok());
-  ASSERT_EQ(revert->changes.size(), 2u);
+  ASSERT_EQ(revert->changes.size(), 3u);
   EXPECT_EQ(revert->changes[0].path, kCrio);
   EXPECT_FALSE(revert->changes[0].after.has_value());
   EXPECT_EQ(revert->changes[1].path, "/etc/crio/crio.conf.d");
   EXPECT_TRUE(revert->changes[1].directory);
+  EXPECT_EQ(revert->changes[2].path, "/etc/crio");  // the parent after its child
+  EXPECT_TRUE(revert->changes[2].directory);
 }
 
 TEST(Crio, WithoutSetAsDefaultLeavesDefaultRuntimeAlone) {
