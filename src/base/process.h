@@ -29,9 +29,9 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
 // Starts a child process that runs `in_child` and returns its pid. The child
 // shares this process's memory until it execs (vfork): a fork of a large,
 // threaded process copies its page tables and then pays a copy-on-write
-// fault for every page any thread writes while the child lives, which in
-// the simulator (hundreds of MB, a podman call every few seconds) cost more
-// than the podman call itself. So `in_child` must end in exec or _exit and
+// fault for every page any thread writes while the child lives: in the
+// simulator (700 MB resident under ASan, a podman call every few seconds)
+// about 15% of its CPU. So `in_child` must end in exec or _exit and
 // may only make system calls on memory made before (no allocation, no
 // locks, no return). Signals stay blocked until it runs with the handlers
 // reset to their defaults, so no handler of this process runs in it; the
