@@ -9,7 +9,12 @@ product label of an H100) and the Helm-default ClusterPolicy, then starts
     (polled through the operator's own metrics and the emulator);
   - the API requests the operator made to get there, by verb (audit log);
   - the operator's peak RSS (VmHWM), and its RSS, PSS and private memory 5 s
-    after converging (smaps_rollup).
+    after converging (smaps_rollup);
+then, as the DaemonSet controller and the kubelets would, creates each GPU
+node's validator and driver pods (from the DaemonSets the operator wrote,
+Running and Ready), waits until the operator's pod caches hold every one
+(/debug/informers) and measures its memory again: the operator caches those
+two pods of every GPU node, so they belong in its footprint at scale.
 
 Usage: scripts/bench_operator.py [BUILD_DIR] [NODES...]   (default: build 1000 5000)
 """
@@ -50,6 +55,88 @@ def node(i):
             "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
         "status": {"capacity": {"cpu": "192", "memory": "2Ti"}},
     })
+
+
+def selector_matches(daemonset, labels):
+    selector = daemonset["spec"]["template"]["spec"].get("nodeSelector", {})
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def operand_pod(daemonset, node_name):
+    """The pod the DaemonSet controller makes for a node, as its kubelet reports it Ready."""
+    tmpl = daemonset["spec"]["template"]
+    meta = json.loads(json.dumps(tmpl["metadata"]))
+    meta["name"] = f'{daemonset["metadata"]["name"]}-{node_name}'
+    meta.setdefault("labels", {})["controller-revision-hash"] = "5d8f7c9b6"
+    meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                "name": daemonset["metadata"]["name"],
+                                "uid": daemonset["metadata"]["uid"],
+                                "controller": True, "blockOwnerDeletion": True}]
+    spec = json.loads(json.dumps(tmpl["spec"]))
+    spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def ready_status(pod):
+    def container_status(c, init):
+        state = ({"terminated": {"exitCode": 0, "reason": "Completed",
+                                 "startedAt": "2026-12-06T10:00:02Z",
+                                 "finishedAt": "2026-12-06T10:00:05Z",
+                                 "containerID": "containerd://" + "ab" * 32}}
+                 if init else {"running": {"startedAt": "2026-12-06T10:00:09Z"}})
+        return {"name": c["name"], "ready": not init, "started": not init, "restartCount": 0,
+                "image": c.get("image", ""), "imageID": c.get("image", "") + "@sha256:" + "cd" * 32,
+                "containerID": "containerd://" + "ef" * 32, "state": state, "lastState": {}}
+    spec = pod["spec"]
+    conditions = [{"type": t, "status": "True", "lastProbeTime": None,
+                   "lastTransitionTime": "2026-12-06T10:00:10Z"}
+                  for t in ("PodReadyToStartContainers", "Initialized", "Ready",
+                            "ContainersReady", "PodScheduled")]
+    return {"phase": "Running", "conditions": conditions, "hostIP": "10.0.0.7",
+            "hostIPs": [{"ip": "10.0.0.7"}], "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.7"}],
+            "startTime": "2026-12-06T10:00:01Z", "qosClass": "BestEffort",
+            "initContainerStatuses": [container_status(c, True)
+                                      for c in spec.get("initContainers", [])],
+            "containerStatuses": [container_status(c, False) for c in spec["containers"]]}
+
+
+def create_operand_pods(port, nodes):
+    """Each GPU node's validator and driver pod, Running and Ready. Returns the count."""
+    daemonsets = json.loads(request(port, "GET", "/apis/apps/v1/namespaces/gpu-operator/daemonsets"))
+    wanted = [d for d in daemonsets["items"]
+              if d["spec"]["template"]["metadata"].get("labels", {}).get("app") ==
+              "nvidia-operator-validator" or
+              d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "driver"]
+    node_list = json.loads(request(port, "GET", "/api/v1/nodes"))["items"]
+    pods = [operand_pod(d, n["metadata"]["name"]) for n in node_list for d in wanted
+            if selector_matches(d, n["metadata"].get("labels", {}))]
+
+    def create(pod):
+        path = "/api/v1/namespaces/gpu-operator/pods"
+        created = json.loads(request(port, "POST", path, json.dumps(pod)))
+        created["status"] = ready_status(pod)
+        request(port, "PUT", f'{path}/{pod["metadata"]["name"]}/status', json.dumps(created))
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(create, pods))
+    return len(pods)
+
+
+def cached_pods(health_addr):
+    host, port = health_addr.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("GET", "/debug/informers")
+    caches = json.loads(conn.getresponse().read())
+    conn.close()
+    return {c["labelSelector"]: len(c["objects"]) for c in caches if c["resource"] == "v1/pods"}
+
+
+def memory(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        rollup = f.read()
+    m = {k: int(re.search(rf"^{k}:\s+(\d+)", rollup, re.M).group(1))
+         for k in ("Rss", "Pss", "Private_Clean", "Private_Dirty")}
+    return {"rss_mib": round(m["Rss"] / 1024, 1), "pss_mib": round(m["Pss"] / 1024, 1),
+            "private_mib": round((m["Private_Clean"] + m["Private_Dirty"]) / 1024, 1)}
 
 
 def run(build, nodes):
@@ -93,16 +180,18 @@ def run(build, nodes):
                  "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
                  "--kube-qps", "2000", "--kube-burst", "4000"],
                 stdout=log, stderr=log)
-            metrics_addr = None
+            metrics_addr = health_addr = None
             done = None
             while time.monotonic() - t0 < 600:
                 time.sleep(0.05)
                 if metrics_addr is None:
                     with open(os.path.join(tmp, "operator.log")) as f:
-                        m = re.search(r'"metrics":"([^"]+)"', f.read())
-                    if not m:
+                        text = f.read()
+                    m = re.search(r'"metrics":"([^"]+)"', text)
+                    h = re.search(r'"health":"([^"]+)"', text)
+                    if not m or not h:
                         continue
-                    metrics_addr = m.group(1)
+                    metrics_addr, health_addr = m.group(1), h.group(1)
                 host, mport = metrics_addr.rsplit(":", 1)
                 conn = http.client.HTTPConnection(host, int(mport), timeout=5)
                 conn.request("GET", "/metrics")
@@ -123,10 +212,7 @@ def run(build, nodes):
             # What the operator keeps once the burst is over (the peak above
             # includes the work in flight).
             time.sleep(5)
-            with open(f"/proc/{operator.pid}/smaps_rollup") as f:
-                rollup = f.read()
-            settled = {k: int(re.search(rf"^{k}:\s+(\d+)", rollup, re.M).group(1))
-                       for k in ("Rss", "Pss", "Private_Clean", "Private_Dirty")}
+            settled = memory(operator.pid)
             verbs = {}
             with open(audit) as f:
                 f.seek(audit_start)
@@ -134,13 +220,24 @@ def run(build, nodes):
                     e = json.loads(line)
                     verbs[e["verb"]] = verbs.get(e["verb"], 0) + 1
             writes = sum(v for k, v in verbs.items() if k in ("create", "update", "patch", "delete"))
+
+            # The operands' pods, which the operator caches too.
+            t1 = time.monotonic()
+            pods = create_operand_pods(port, nodes)
+            while time.monotonic() - t1 < 600 and sum(cached_pods(health_addr).values()) < pods:
+                time.sleep(0.5)
+            cached = cached_pods(health_addr)
+            time.sleep(5)
+            with_pods = memory(operator.pid)
+            with open(f"/proc/{operator.pid}/status") as f:
+                hwm_pods = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
             print(json.dumps({"nodes": nodes, "converged_s": round(done, 2) if done else None,
                               "requests": verbs, "writes": writes,
                               "operator_hwm_mib": round(hwm / 1024, 1),
-                              "settled_rss_mib": round(settled["Rss"] / 1024, 1),
-                              "settled_pss_mib": round(settled["Pss"] / 1024, 1),
-                              "settled_private_mib": round(
-                                  (settled["Private_Clean"] + settled["Private_Dirty"]) / 1024, 1)}))
+                              "settled": settled,
+                              "operand_pods": pods, "pods_cached": cached,
+                              "with_pods": with_pods,
+                              "with_pods_hwm_mib": round(hwm_pods / 1024, 1)}))
         finally:
             if operator:
                 operator.terminate()

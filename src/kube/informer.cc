@@ -14,6 +14,9 @@
 namespace gpuop::kube {
 namespace {
 
+// "group/version/resource": the factory's key for a resource.
+std::string ResourceKey(const Resource& r) { return r.group + "/" + r.version + "/" + r.resource; }
+
 using SteadyClock = std::chrono::steady_clock;
 
 // Waits longer than this are treated as "no deadline" (now() + max overflows).
@@ -610,11 +613,17 @@ SharedInformerFactory::SharedInformerFactory(Client* client, InformerOptions def
 
 SharedInformerFactory::~SharedInformerFactory() { Stop(); }
 
+void SharedInformerFactory::SetTransform(const Resource& resource,
+                                         std::function<void(Json&)> transform) {
+  std::lock_guard lock(mu_);
+  transforms_[ResourceKey(resource)] = std::move(transform);
+}
+
 Informer& SharedInformerFactory::For(const Resource& resource, std::string_view ns,
                                      std::string_view label_selector,
                                      std::string_view field_selector) {
   const std::string_view effective_ns = resource.namespaced ? ns : std::string_view();
-  std::string key = resource.group + "/" + resource.version + "/" + resource.resource + "|";
+  std::string key = ResourceKey(resource) + "|";
   key.append(effective_ns).append("|").append(label_selector).append("|").append(field_selector);
 
   std::lock_guard lock(mu_);
@@ -625,6 +634,9 @@ Informer& SharedInformerFactory::For(const Resource& resource, std::string_view 
   options.ns = std::string(effective_ns);
   options.label_selector = std::string(label_selector);
   options.field_selector = std::string(field_selector);
+  if (auto t = transforms_.find(ResourceKey(resource)); t != transforms_.end()) {
+    options.transform = t->second;
+  }
   auto informer = std::make_unique<Informer>(client_, std::move(options));
   if (started_) informer->Start(stop_);
   return *informers_.emplace(std::move(key), std::move(informer)).first->second;

@@ -269,6 +269,12 @@ class SharedInformerFactory {
   SharedInformerFactory(const SharedInformerFactory&) = delete;
   SharedInformerFactory& operator=(const SharedInformerFactory&) = delete;
 
+  // Informers of `resource` made after this call keep their objects through
+  // `transform` instead of the defaults' (a projection of what the process
+  // reads, as the operator's pod caches: cluster-scale caches of whole
+  // objects cost tens of KB per object as json trees).
+  void SetTransform(const Resource& resource, std::function<void(Json&)> transform);
+
   // The informer for this collection, made on first use. After Start, a new
   // informer starts at once.
   Informer& For(const Resource& resource, std::string_view ns = "",
@@ -289,6 +295,8 @@ class SharedInformerFactory {
   const InformerOptions defaults_;
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Informer>> informers_;  // GUARDED_BY(mu_)
+  // "group/version/resource" -> transform (SetTransform).
+  std::map<std::string, std::function<void(Json&)>> transforms_;  // GUARDED_BY(mu_)
   bool started_ = false;                                        // GUARDED_BY(mu_)
   std::stop_token stop_;                                        // GUARDED_BY(mu_)
 };

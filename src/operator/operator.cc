@@ -11,6 +11,7 @@
 #include "kube/object.h"
 #include "operator/crd_yaml.h"
 #include "operator/node_labels.h"
+#include "operator/operand_pods.h"
 #include "operator/render.h"
 #include "operator/status.h"
 
@@ -222,6 +223,9 @@ Status Operator::Setup() {
 
   kube::InformerOptions defaults;
   factory_ = std::make_unique<kube::SharedInformerFactory>(&client_, defaults);
+  // The validator's and the driver's pods, one each per GPU node: kept as the
+  // fields the operator reads (operand_pods.h), not whole.
+  factory_->SetTransform(res::kPods, KeepOperandPodFields);
   policies_ = &factory_->For(res::kClusterPolicies);
   const std::string& ns = options_.env.namespace_;
   // One informer per kind the renderer produces, narrowed to gpuop's objects.
@@ -404,9 +408,8 @@ Status Operator::SyncValidationTaint(const Json& node, bool policy_active) {
   const Json taints = spec && spec->contains("taints") ? (*spec)["taints"] : Json::array();
   bool ready = false;
   if (options_.env.validation_taint) {
-    for (const kube::ObjectPtr& pod : validator_pods_->List()) {
-      if (kube::PodNodeName(*pod) == name && !kube::IsBeingDeleted(*pod) &&
-          kube::IsPodReady(*pod)) {
+    for (const kube::ObjectPtr& pod : validator_pods_->ByIndex(kube::kNodeNameIndex, name)) {
+      if (!kube::IsBeingDeleted(*pod) && kube::IsPodReady(*pod)) {
         ready = true;
         break;
       }

@@ -689,6 +689,30 @@ TEST(InformerFeedTest, FactoryDescribesEveryCache) {
   EXPECT_EQ(daemonsets.Describe(), ds);
 }
 
+// A per-resource transform reaches the informers of that resource made after
+// it, and no other: the operator keeps its pods projected, its DaemonSets whole.
+TEST(InformerFeedTest, FactoryTransformsOneResourceItsOwnWay) {
+  SharedInformerFactory factory(nullptr);
+  Informer& before = factory.For(resources::kPods, "ns", "app=before");
+  factory.SetTransform(resources::kPods, [](Json& obj) { obj.erase("spec"); });
+  Informer& pods = factory.For(resources::kPods, "ns", "app=x");
+  Informer& nodes = factory.For(resources::kNodes);
+  Json pod = Pod("p1", "n1");
+  pod["metadata"]["namespace"] = "ns";
+  pod["metadata"]["managedFields"] = Json::array({{{"manager", "kubelet"}}});
+  ASSERT_TRUE(pod.contains("spec"));
+  pods.Replace({pod}, "1");
+  before.Replace({pod}, "1");
+  EXPECT_FALSE(pods.Get("ns/p1")->contains("spec"));
+  // The transform replaces the default (which drops managedFields) whole.
+  EXPECT_TRUE(pods.Get("ns/p1")->at("metadata").contains("managedFields"));
+  EXPECT_TRUE(before.Get("ns/p1")->contains("spec"));
+  Json node = Node("n1");
+  node["spec"] = {{"unschedulable", true}};
+  nodes.Replace({node}, "2");
+  EXPECT_TRUE(nodes.Get("n1")->contains("spec"));
+}
+
 TEST_F(InformerTest, PeriodicResyncRedeliversUpdates) {
   Create(resources::kConfigMaps, ns_, ConfigMap("a"));
   InformerOptions options = Options(resources::kConfigMaps, ns_);
