@@ -8,9 +8,13 @@ export GPUOP_BENCH_BUILD_DIR="$build"
 runs=${GPUOP_BENCH_RUNS:-20}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# What the goals table at the end reads (scripts/bench_goals.py).
+out="$tmp/out"
+mkdir -p "$out"
 
 echo "== Google Benchmark"
-"$build/bin/gpuop_bench" --benchmark_min_time=0.2
+"$build/bin/gpuop_bench" --benchmark_min_time=0.2 --benchmark_out="$out/gbench.json" \
+  --benchmark_out_format=json
 
 # median_ms_and_rss CMD...: runs CMD $runs times; prints "median_ms max_rss_kib".
 median_ms_and_rss() {
@@ -56,7 +60,7 @@ done
 cdi_median=$(printf '%s\n' "${cdi_times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 printf '%-48s %d.%03d ms  %d KiB  (%d devices, %d bytes)\n' \
   "gpuop cdi generate (dgx-h100, 56 MIG devices)" $((cdi_median / 1000)) $((cdi_median % 1000)) \
-  "$cdi_rss" "$(grep -c '^- name:' "$tmp/cdi.yaml")" "$(wc -c <"$tmp/cdi.yaml")"
+  "$cdi_rss" "$(grep -c '^- name:' "$tmp/cdi.yaml")" "$(wc -c <"$tmp/cdi.yaml")" | tee "$out/cdi.out"
 
 echo "== gpuop device-plugin (whole process, sim kubelet)"
 scripts/bench_device_plugin.sh "$build"
@@ -68,10 +72,19 @@ echo "== gpuop mig apply (whole process, simulated dgx-h100: wall time and NVML 
 scripts/bench_mig.sh "$build"
 
 echo "== footprint: RSS, PSS and private memory of every long-running component"
-scripts/bench_footprint.sh "$build"
+scripts/bench_footprint.sh "$build" | tee "$out/footprint.out"
 
 echo "== informer: list + watch of 5,000 nodes from the API emulator (goals: < 2 s, < 30 MiB)"
-scripts/bench_informer.sh "$build"
+scripts/bench_informer.sh "$build" | tee "$out/informer.out"
 
-echo "== operator: 1,000 and 5,000 GPU nodes joining at once (goal: < 30 MiB at 5,000)"
-python3 scripts/bench_operator.py "$build" 1000 5000
+echo "== operator: 1,000 and 5,000 GPU nodes joining at once, then their operand pods (goal: < 30 MiB at 5,000)"
+python3 scripts/bench_operator.py "$build" 1000 5000 | tee "$out/operator.out"
+
+# The image, when `make image` built it.
+image="localhost/gpuop:$("$build/bin/gpuop" version | sed -n "1s/^gpuop //p")"
+if command -v podman >/dev/null && podman image exists "$image" 2>/dev/null; then
+  podman image inspect --format '{{.Size}}' "$image" >"$out/image.out"
+fi
+
+echo "== goals (docs/performance.md; a missed memory goal shows the floor every gpuop process starts from)"
+python3 scripts/bench_goals.py "$out"
