@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "kube/object.h"
 #include "operator/upgrade.h"
 
 namespace gpuop::op {
@@ -28,21 +29,50 @@ Json Keep(Json* from, std::initializer_list<const char*> keys) {
   return out;
 }
 
-}  // namespace
+// Each element of `array` reduced to the listed members; null when none.
+Json KeepEach(Json* array, std::initializer_list<const char*> keys) {
+  if (!array || !array->is_array()) return nullptr;
+  Json out = Json::array();
+  for (Json& item : *array) out.push_back(Keep(&item, keys));
+  return out;
+}
 
-void KeepOperandPodFields(Json& pod) {
-  if (!pod.is_object()) return;
-  Json out = Json::object();
-  out["metadata"] =
-      Keep(Member(pod, "metadata"), {"name", "namespace", "uid", "resourceVersion", "labels",
-                                     "annotations", "ownerReferences", "deletionTimestamp"});
+Json KeptMetadata(Json* meta) {
+  Json out = Keep(meta, {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp"});
+  // ReadPod: the DaemonSet revision the pod runs (the informer's selector is
+  // the server's business; no other label is read).
+  Json* labels = meta ? Member(*meta, "labels") : nullptr;
+  if (Json* hash = labels ? Member(*labels, upgrade::kRevisionHashLabel) : nullptr) {
+    out["labels"] = {{upgrade::kRevisionHashLabel, std::move(*hash)}};
+  }
+  // ReadPod: the controller's kind and name; a static pod's mirror annotation.
+  if (Json* refs = Elements(meta ? Member(*meta, "ownerReferences") : nullptr)) {
+    Json controllers = Json::array();
+    for (Json& r : *refs) {
+      if (Json* c = Member(r, "controller"); c && *c == true) {
+        controllers.push_back(Keep(&r, {"kind", "name", "controller"}));
+      }
+    }
+    if (!controllers.empty()) out["ownerReferences"] = std::move(controllers);
+  }
+  Json* annotations = meta ? Member(*meta, "annotations") : nullptr;
+  if (Json* mirror = annotations ? Member(*annotations, "kubernetes.io/config.mirror") : nullptr) {
+    out["annotations"] = {{"kubernetes.io/config.mirror", std::move(*mirror)}};
+  }
+  return out;
+}
 
-  Json* spec = Member(pod, "spec");
-  Json kept_spec = Keep(spec, {"nodeName", "resourceClaims"});
+Json KeptSpec(Json* spec) {
+  Json out = Keep(spec, {"nodeName", "resourceClaims"});
+  // IsGpuPod: the containers' resources; ReadPod: the driver's config digest.
   if (Json* containers = Elements(spec ? Member(*spec, "containers") : nullptr)) {
     Json kept_containers = Json::array();
+    bool any = false;
     for (Json& c : *containers) {
-      Json kept = Keep(&c, {"name", "resources"});
+      Json kept = Json::object();
+      if (Json* r = Member(c, "resources"); r && r->is_object() && !r->empty()) {
+        kept["resources"] = std::move(*r);
+      }
       if (Json* env = Elements(Member(c, "env"))) {
         Json digest = Json::array();
         for (Json& e : *env) {
@@ -52,29 +82,54 @@ void KeepOperandPodFields(Json& pod) {
         }
         if (!digest.empty()) kept["env"] = std::move(digest);
       }
+      any = any || !kept.empty();
       kept_containers.push_back(std::move(kept));
     }
-    kept_spec["containers"] = std::move(kept_containers);
+    if (any) out["containers"] = std::move(kept_containers);
   }
+  // ReadPod: whether it mounts an emptyDir.
   if (Json* volumes = Elements(spec ? Member(*spec, "volumes") : nullptr)) {
-    Json empty_dirs = Json::array();
     for (Json& v : *volumes) {
-      if (Member(v, "emptyDir")) empty_dirs.push_back(Keep(&v, {"name", "emptyDir"}));
+      if (Member(v, "emptyDir")) {
+        out["volumes"] = Json::array({Keep(&v, {"emptyDir"})});
+        break;
+      }
     }
-    if (!empty_dirs.empty()) kept_spec["volumes"] = std::move(empty_dirs);
   }
-  out["spec"] = std::move(kept_spec);
+  return out;
+}
+
+}  // namespace
+
+void KeepOperandPodFields(Json& pod) {
+  if (!pod.is_object()) return;
+  // ValidationBlockers passes over a Ready or terminating pod, so of those
+  // only what ReadPod reads stays: each container's ready and restartCount.
+  const bool settled = kube::IsPodReady(pod) || kube::IsBeingDeleted(pod);
+  Json out = Json::object();
+  out["metadata"] = KeptMetadata(Member(pod, "metadata"));
+  out["spec"] = KeptSpec(Member(pod, "spec"));
 
   Json* status = Member(pod, "status");
-  Json kept_status = Keep(status, {"phase", "conditions", "resourceClaimStatuses"});
-  for (const char* key : {"initContainerStatuses", "containerStatuses"}) {
-    Json* statuses = status ? Member(*status, key) : nullptr;
-    if (!statuses || !statuses->is_array()) continue;
-    Json kept = Json::array();
-    for (Json& s : *statuses) {
-      kept.push_back(Keep(&s, {"name", "ready", "started", "restartCount", "state", "lastState"}));
+  Json kept_status = Keep(status, {"phase", "resourceClaimStatuses"});
+  // IsPodReady: the Ready condition's status.
+  if (Json* conditions = Elements(status ? Member(*status, "conditions") : nullptr)) {
+    Json ready = Json::array();
+    for (Json& c : *conditions) {
+      if (Json* type = Member(c, "type"); type && *type == "Ready") {
+        ready.push_back(Keep(&c, {"type", "status"}));
+      }
     }
-    kept_status[key] = std::move(kept);
+    if (!ready.empty()) kept_status["conditions"] = std::move(ready);
+  }
+  Json* mains = status ? Member(*status, "containerStatuses") : nullptr;
+  Json* inits = status ? Member(*status, "initContainerStatuses") : nullptr;
+  Json kept_mains = settled ? KeepEach(mains, {"ready", "restartCount"})
+                            : KeepEach(mains, {"ready", "started", "restartCount", "state"});
+  if (!kept_mains.is_null()) kept_status["containerStatuses"] = std::move(kept_mains);
+  if (!settled) {
+    Json kept_inits = KeepEach(inits, {"name", "state", "lastState"});
+    if (!kept_inits.is_null()) kept_status["initContainerStatuses"] = std::move(kept_inits);
   }
   out["status"] = std::move(kept_status);
   pod = std::move(out);

@@ -15,13 +15,17 @@ using Json = nlohmann::json;
 // Reduces `pod` in place to what the operator reads, with the same answers
 // from ReadPod, ValidationBlockers, kube::IsPodReady, PodNodeName, PodPhase,
 // IsBeingDeleted and IsGpuPod as the whole pod:
-//   metadata   name, namespace, uid, resourceVersion, labels, annotations,
-//              ownerReferences, deletionTimestamp
-//   spec       nodeName; each container's name, resources and the driver's
-//              config digest variable (upgrade.h upgrade::kConfigDigestEnv); the
-//              emptyDir volumes; resourceClaims
-//   status     phase, conditions, resourceClaimStatuses, and each container
-//              status but its image and ids
+//   metadata   name, namespace, uid, resourceVersion, deletionTimestamp,
+//              the controller-revision-hash label, the controller's owner
+//              reference (kind, name), the static pod mirror annotation
+//   spec       nodeName, resourceClaims; the containers' resources and the
+//              driver's config digest variable (upgrade::kConfigDigestEnv);
+//              whether an emptyDir is mounted
+//   status     phase, the Ready condition, resourceClaimStatuses, each
+//              container's ready and restartCount; and, while the pod is
+//              neither Ready nor terminating (what ValidationBlockers
+//              explains), the first container's state and the init
+//              containers' names and states
 // A field added to what those functions read must be added here too
 // (tests/unit/operator/operand_pods_test.cc compares both forms).
 void KeepOperandPodFields(Json& pod);
