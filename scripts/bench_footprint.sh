@@ -117,6 +117,9 @@ rows=()
 # measure PID COMPONENT SCENARIO GOAL_MIB ("" for none): appends a table row.
 measure() {
   local p=$1 component=$2 scenario=$3 goal=$4
+  # A component pages out its executable once it has run 10 s
+  # (base/memory.h kStartupSettle): what it keeps is measured after that.
+  while (($(ps -o etimes= -p "$p" 2>/dev/null || echo 99) < 12)); do sleep 0.2; done
   settle "$p"
   if [[ -z "$(rss_kib "$p" 2>/dev/null)" ]]; then
     echo "bench_footprint: $component ($scenario) exited before it was measured" >&2

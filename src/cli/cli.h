@@ -113,12 +113,16 @@ class StopSignals {
  public:
   // `hangup`: SIGHUP too, for commands that reload on it (Wait returns it).
   explicit StopSignals(bool hangup = false);
+  // The first Wait that sees no signal for kStartupSettle (base/memory.h)
+  // pages out the executable, then goes on waiting: a component waits here
+  // once it has started, so what only its start ran leaves its memory.
   int Wait();
   // Like Wait, but gives up after `timeout`: 0 then.
   int WaitFor(std::chrono::milliseconds timeout);
 
  private:
   sigset_t set_;
+  bool paged_out_ = false;
 };
 
 // The NVML library path the user chose, or the driver's default soname.

@@ -1,7 +1,10 @@
 // The flags every subcommand that talks to the API server shares, and the
 // client they build (cli.h: KubeFlags).
 #include <cstdio>
+#include <utility>
 
+#include "base/log.h"
+#include "base/memory.h"
 #include "cli/cli.h"
 
 namespace gpuop::cli {
@@ -43,6 +46,15 @@ int StopSignals::WaitFor(std::chrono::milliseconds timeout) {
 }
 
 int StopSignals::Wait() {
+  if (!std::exchange(paged_out_, true)) {
+    if (int sig = WaitFor(kStartupSettle); sig != 0) return sig;
+    auto bytes = PageOutExecutable();
+    if (bytes.ok()) {
+      LogDebug("paged out the executable's startup pages", {{"mapped_bytes", *bytes}});
+    } else {
+      LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
+    }
+  }
   int sig = 0;
   sigwait(&set_, &sig);
   return sig;

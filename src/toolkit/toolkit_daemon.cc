@@ -17,9 +17,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "base/files.h"
 #include "base/log.h"
+#include "base/memory.h"
 #include "base/strings.h"
 #include "host/driver_ready.h"
 #include "nvml/client.h"
@@ -446,9 +448,16 @@ int RunToolkit(const ToolkitOptions& options) {
     done = true;
     pthread_kill(main_thread, SIGUSR1);  // wake sigwait
   });
+  // Once started (kStartupSettle without a signal), the executable's pages
+  // that only the start ran are paged out (base/memory.h).
+  bool paged_out = false;
+  const timespec settle{kStartupSettle.count(), 0};
   for (;;) {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) continue;
+    const int sig = sigtimedwait(&set, nullptr, paged_out ? nullptr : &settle);
+    if (sig < 0) {
+      if (errno == EAGAIN && !std::exchange(paged_out, true)) (void)PageOutExecutable();
+      continue;
+    }
     if (sig == SIGHUP) {
       LogInfo("SIGHUP: regenerating the cdi spec");
       daemon.RequestRegenerate();

@@ -1,0 +1,43 @@
+#include "base/memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gpuop {
+
+Result<size_t> PageOutExecutable() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return Internal(std::string("reading /proc/self/exe: ") + std::strerror(errno));
+  const std::string path(exe, static_cast<size_t>(n));
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return Internal("reading /proc/self/maps");
+  size_t advised = 0;
+  std::string line;
+  while (std::getline(maps, line)) {
+    // start-end perms offset dev inode path
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, file;
+    in >> range >> perms >> offset >> dev >> inode;
+    std::getline(in >> std::ws, file);
+    if (file != path || perms.size() < 2 || perms[1] == 'w') continue;
+    const size_t dash = range.find('-');
+    if (dash == std::string::npos) continue;
+    const uintptr_t start = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (madvise(reinterpret_cast<void*>(start), end - start, MADV_PAGEOUT) != 0) {
+      if (errno == EINVAL) return NotSupported("madvise(MADV_PAGEOUT): needs Linux 5.4 or later");
+      return Internal(std::string("madvise(MADV_PAGEOUT): ") + std::strerror(errno));
+    }
+    advised += end - start;
+  }
+  return advised;
+}
+
+}  // namespace gpuop

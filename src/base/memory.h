@@ -1,0 +1,26 @@
+// Memory a long-running process no longer needs after its start.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "base/status.h"
+
+namespace gpuop {
+
+// How long a long-running component runs before it pages out its
+// executable: its start (flag parsing, static initialisers, gRPC's
+// registration of every resolver and filter, the first pass) is over by then.
+inline constexpr std::chrono::seconds kStartupSettle{10};
+
+// Asks the kernel to reclaim this process's resident pages of its own
+// executable (madvise MADV_PAGEOUT on each read-only mapping of
+// /proc/self/exe). Code that ran once at start (and the neighbours the
+// kernel's fault-around mapped with it) then leaves the process's RSS; code
+// it runs again faults back in from the page cache. Pages other processes
+// map too stay, as do the written ones (relocated data). Returns the bytes
+// advised; an error when the kernel lacks MADV_PAGEOUT (before Linux 5.4) or
+// the mappings cannot be read.
+Result<size_t> PageOutExecutable();
+
+}  // namespace gpuop
