@@ -57,7 +57,9 @@ def main():
         p = r["with_pods"]
         row(f'operator RSS holding them and their {r["operand_pods"]:,} operand pods',
             f'{p["rss_mib"]} MiB (PSS {p["pss_mib"]}, private {p["private_mib"]}; '
-            f'peak {r["with_pods_hwm_mib"]})', "< 30 MiB", p["rss_mib"] < 30)
+            f'peak {r["with_pods_hwm_mib"]})', "< 30 MiB", p["rss_mib"] < 30,
+            "projected pods as json trees, ~6.5 KB each with their index entries; "
+            "a typed cache is the next step (docs/performance.md)")
 
     inf = re.search(r"median sync_ms ([\d.]+), max rss ([\d.]+) MiB", read(d, "informer.out"))
     if inf:
