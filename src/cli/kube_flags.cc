@@ -1,7 +1,6 @@
 // The flags every subcommand that talks to the API server shares, and the
 // client they build (cli.h: KubeFlags).
 #include <cstdio>
-#include <utility>
 
 #include "base/log.h"
 #include "base/memory.h"
@@ -46,8 +45,10 @@ int StopSignals::WaitFor(std::chrono::milliseconds timeout) {
 }
 
 int StopSignals::Wait() {
-  if (!std::exchange(paged_out_, true)) {
+  if (!paged_out_) {
+    // A signal first (a SIGHUP reload, say): the next Wait settles again.
     if (int sig = WaitFor(kStartupSettle); sig != 0) return sig;
+    paged_out_ = true;
     auto bytes = PageOutExecutable();
     if (bytes.ok()) {
       LogDebug("paged out the executable's startup pages", {{"mapped_bytes", *bytes}});
