@@ -19,6 +19,14 @@ def fb_gpu(metric, by="hostname, gpu"):
     # Pods sharing a GPU repeat its value: max over them.
     inner = lambda sel: f'sum by ({by}) (max without (container, namespace, pod) ({metric}{{{SEL}, GPU_I_ID{sel}""}}))'
     return f'({inner("=")} or {inner("!=")})'
+def prof_gpu(metric):
+    # Profiling ratios (Hopper and newer): the whole-GPU series, or where a
+    # MIG GPU has none, one line per MIG device. A device's ratio is of its
+    # own SMs, so the devices neither add up nor average to the GPU's.
+    # Pods sharing a device repeat its value: max over them.
+    whole = f'max by (hostname, gpu, UUID, modelName) ({metric}{{{SEL}, GPU_I_ID=""}})'
+    mig = f'max by (hostname, gpu, UUID, modelName, GPU_I_ID, GPU_I_PROFILE) ({metric}{{{SEL}, GPU_I_ID!=""}})'
+    return f'({whole} or on (hostname, UUID) {mig})'
 panels = []
 pid = [0]
 y = [0]
@@ -120,7 +128,8 @@ row("Per pod")
 ts("GPU utilisation by pod", [target(f'DCGM_FI_DEV_GPU_UTIL{{{POD_SEL}}}',
                                      "{{namespace}}/{{pod}} ({{hostname}} GPU {{gpu}})")],
    "percent", 0, minv=0, maxv=100, thresholds=[(10, "transparent")],
-   desc="GPUUnderutilised fires when a pod's GPU stays below 10 % for an hour.")
+   desc="GPUUnderutilised fires when a pod's GPU stays below 10 % for an hour; "
+        "on GPUs with SM activity (Profiling row) it goes by that instead.")
 ts("Framebuffer used by pod", [target(f'sum by (namespace, pod) (DCGM_FI_DEV_FB_USED{{{POD_SEL}}})',
                                       "{{namespace}}/{{pod}}")],
    "mbytes", 12, desc="MiB of the devices the pod holds (a shared GPU counts in full for each pod).")
@@ -143,6 +152,37 @@ ts("Framebuffer used per MIG device", [target(
    "percent", 12, minv=0, maxv=100, thresholds=[(90, "red")])
 y[0] += 8
 
+# DCGM profiling fields, from NVML GPM on Hopper and newer; older GPUs have
+# none of these series, so their panels stay empty for them.
+row("Profiling (Hopper and newer)")
+PROF_LEGEND = "{{hostname}} GPU {{gpu}} {{GPU_I_ID}} {{GPU_I_PROFILE}}"
+ts("Tensor core activity", [target(prof_gpu("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), PROF_LEGEND)],
+   "percentunit", 0, minv=0, maxv=1,
+   desc="Share of cycles the tensor pipe is active. One line per GPU, or per MIG device where a MIG "
+        "GPU has no whole-GPU series.")
+ts("SM activity", [target(prof_gpu("DCGM_FI_PROF_SM_ACTIVE"), PROF_LEGEND)],
+   "percentunit", 12, minv=0, maxv=1,
+   desc="Share of cycles an SM has at least one warp, over all SMs. GPU utilisation says a kernel ran; "
+        "this says how much of the GPU it used.")
+y[0] += 8
+ts("SM occupancy", [target(prof_gpu("DCGM_FI_PROF_SM_OCCUPANCY"), PROF_LEGEND)],
+   "percentunit", 0, minv=0, maxv=1,
+   desc="Resident warps as a share of the most an SM can hold. Low occupancy with high SM activity: "
+        "few warps per SM (registers, shared memory or block size limit it).")
+ts("DRAM activity", [target(prof_gpu("DCGM_FI_PROF_DRAM_ACTIVE"), PROF_LEGEND)],
+   "percentunit", 12, minv=0, maxv=1,
+   desc="Share of cycles the memory interface sends or receives data. High with low tensor activity: "
+        "memory-bound.")
+y[0] += 8
+ts("SM activity by pod", [target(f'DCGM_FI_PROF_SM_ACTIVE{{{POD_SEL}}}',
+                                 "{{namespace}}/{{pod}} ({{hostname}} GPU {{gpu}}) {{GPU_I_PROFILE}}")],
+   "percentunit", 0, minv=0, maxv=1, thresholds=[(0.1, "transparent")],
+   desc="GPUUnderutilised fires when a pod's GPU or MIG device stays below 10 % SM activity for an hour.")
+ts("Graphics engine activity", [target(prof_gpu("DCGM_FI_PROF_GR_ENGINE_ACTIVE"), PROF_LEGEND)],
+   "percentunit", 12, minv=0, maxv=1,
+   desc="Share of time the graphics or compute engine is busy: what GPU utilisation measures, as a ratio.")
+y[0] += 8
+
 def var(name, label, query, hide=0):
     return {"name": name, "label": label, "type": "query", "datasource": DS,
             "query": {"query": query, "refId": name}, "definition": query, "refresh": 2,
@@ -152,7 +192,8 @@ def var(name, label, query, hide=0):
 dash = {
     "title": "GPUs (gpuop / DCGM exporter)",
     "uid": "gpuop-gpus",
-    "description": "GPU temperature, utilisation, memory, power, XIDs and MIG devices per node and per pod, "
+    "description": "GPU temperature, utilisation, memory, power, XIDs, MIG devices and profiling (Hopper "
+                   "and newer) per node and per pod, "
                    "from `gpuop exporter` or NVIDIA's dcgm-exporter (same metrics). docs/monitoring.md.",
     "tags": ["gpu", "gpuop", "dcgm"],
     "editable": True, "graphTooltip": 1, "timezone": "", "schemaVersion": 39, "version": 1,

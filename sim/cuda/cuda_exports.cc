@@ -18,7 +18,8 @@
 //    float vector add (out[i] = a[i] + b[i] for i < n). Anything else is
 //    CUDA_ERROR_INVALID_PTX. cuLaunchKernel runs it over the launch grid;
 //  - a context shows in NVML as a running process on its GPU, and a kernel as
-//    utilisation (GpuRuntime::processes, last_kernel_unix_ms).
+//    utilisation and as busy time GPM reads (GpuRuntime::processes,
+//    last_kernel_unix_ms, busy).
 //
 // A simulator liberty: cuInit re-reads the environment when it changed and no
 // context is alive, so tests can point one process at several machines.
@@ -1022,6 +1023,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
       if (gpu >= s.gpus.size()) return;
       s.gpus[gpu].last_kernel_unix_ms = now;
       ++s.gpus[gpu].kernel_launches;
+      gpuop::sim::AddBusy(s.gpus[gpu].busy, now, now + gpuop::sim::kKernelBusyWindowMs);
       SetProcess(s, gpu, pid, used);
     });
     return CUDA_SUCCESS;

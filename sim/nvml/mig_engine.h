@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/nvml/gpm.h"
 #include "sim/nvml/machine.h"
 
 namespace gpuop::sim {
@@ -35,6 +36,7 @@ struct GiRecord {
   unsigned size = 0;
   uint64_t serial = 0;
   std::vector<CiRecord> cis;  // sorted by id
+  BusyTime busy;              // its work (`gpuop sim gpu load --gi`), what GPM reads
   bool operator==(const GiRecord&) const = default;
 };
 

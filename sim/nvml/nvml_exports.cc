@@ -25,12 +25,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "nvml/nvml_abi.h"
 #include "sim/nvml/driver_env.h"
+#include "sim/nvml/gpm.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/mig_engine.h"
 #include "sim/nvml/state.h"
@@ -70,6 +72,17 @@ struct nvmlComputeInstance_st {
   unsigned gpu_index = 0;
   unsigned gi_id = 0, ci_id = 0;
   uint64_t gi_serial = 0, ci_serial = 0;
+};
+
+// A GPM sample: when it was taken and how much of the device's time had
+// been busy by then (gpm.h).
+struct nvmlGpmSample_st {
+  bool taken = false;
+  unsigned gpu_index = 0;
+  std::optional<unsigned> gi_id;  // a MIG GPU instance's sample
+  uint64_t gi_serial = 0;
+  int64_t unix_ms = 0;
+  uint64_t busy_ms = 0;
 };
 
 struct nvmlEventSet_st {
@@ -120,6 +133,7 @@ struct Library {
   std::map<std::string, std::unique_ptr<nvmlComputeInstance_st>> cis;
   std::vector<std::unique_ptr<nvmlEventSet_st>> event_sets;
   std::map<const void*, HandleKind> valid;  // every handle ever handed out
+  std::set<const nvmlGpmSample_st*> gpm_samples;  // allocated and not yet freed
 };
 
 Library& Lib() {
@@ -474,6 +488,14 @@ extern "C" {
 // Not NVIDIA's: marks this library as gpuop's simulator, so a tool can name
 // the simulator's own commands (gpuop sim gpu reset) instead of nvidia-smi's.
 int gpuopSimulated(void) { return 1; }
+
+// Not NVIDIA's: GPM samples allocated and not yet freed in this process, so
+// tests can hold a GPM user to freeing what it allocates.
+int gpuopSimGpmSamples(void) {
+  Library& lib = Lib();
+  std::lock_guard<std::mutex> l(lib.mu);
+  return static_cast<int>(lib.gpm_samples.size());
+}
 
 // ---- Library ----------------------------------------------------------------
 
@@ -2005,6 +2027,130 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     if (set->freed) return NVML_ERROR_INVALID_ARGUMENT;
     set->freed = true;  // kept, so that a late Wait on another thread fails cleanly
     set->masks.clear();
+    return NVML_SUCCESS;
+  });
+}
+
+// ---- GPM (gpm.h) ---------------------------------------------------------------
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
+    if (gpmSupport == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION) {
+      return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    gpmSupport->isSupportedDevice = gpuop::sim::GpmSupported(c.model()) ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample) {
+  return Guard([&]() -> nvmlReturn_t {
+    if (gpmSample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    Library& lib = Lib();
+    std::lock_guard<std::mutex> l(lib.mu);
+    if (!lib.session) return NVML_ERROR_UNINITIALIZED;
+    auto* sample = new nvmlGpmSample_st;
+    lib.gpm_samples.insert(sample);
+    gpmSample->handle = sample;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
+  return Guard([&]() -> nvmlReturn_t {
+    Library& lib = Lib();
+    std::lock_guard<std::mutex> l(lib.mu);
+    if (lib.gpm_samples.erase(gpmSample.handle) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    delete gpmSample.handle;
+    return NVML_SUCCESS;
+  });
+}
+
+namespace {
+
+bool IsLiveSample(const nvmlGpmSample_t& s) {
+  Library& lib = Lib();
+  std::lock_guard<std::mutex> l(lib.mu);
+  return lib.gpm_samples.contains(s.handle);
+}
+
+// Records the busy account of `busy` in `out` now.
+nvmlReturn_t TakeSample(const Ctx& c, const gpuop::sim::BusyTime& busy,
+                        std::optional<unsigned> gi_id, uint64_t gi_serial, nvmlGpmSample_st* out) {
+  const int64_t now = NowUnixMs();
+  out->taken = true;
+  out->gpu_index = c.gpu->index;
+  out->gi_id = gi_id;
+  out->gi_serial = gi_serial;
+  out->unix_ms = now;
+  out->busy_ms = gpuop::sim::BusyMsAt(busy, now);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
+    if (!IsLiveSample(gpmSample)) return NVML_ERROR_INVALID_ARGUMENT;
+    // A MIG device is sampled through its parent (nvmlGpmMigSampleGet).
+    if (c.mig || !gpuop::sim::GpmSupported(c.model())) return NVML_ERROR_NOT_SUPPORTED;
+    return TakeSample(c, c.rt->busy, std::nullopt, 0, gpmSample.handle);
+  });
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample) {
+  return Guard([&]() -> nvmlReturn_t {
+    Ctx c;
+    if (nvmlReturn_t r = ResolveDevice(device, &c); r != NVML_SUCCESS) return r;
+    if (!IsLiveSample(gpmSample)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (c.mig || !gpuop::sim::GpmSupported(c.model())) return NVML_ERROR_NOT_SUPPORTED;
+    if (!c.rt->mig_current) return NVML_ERROR_NOT_FOUND;
+    for (const GiRecord& gi : c.rt->gis) {
+      if (gi.id == gpuInstanceId) return TakeSample(c, gi.busy, gi.id, gi.serial, gpmSample.handle);
+    }
+    return NVML_ERROR_NOT_FOUND;
+  });
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
+  return Guard([&]() -> nvmlReturn_t {
+    std::shared_ptr<Session> session;
+    if (nvmlReturn_t r = GetSession(&session); r != NVML_SUCCESS) return r;
+    if (metricsGet == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION) {
+      return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (metricsGet->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!IsLiveSample(metricsGet->sample1) || !IsLiveSample(metricsGet->sample2)) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const nvmlGpmSample_st& a = *metricsGet->sample1.handle;
+    const nvmlGpmSample_st& b = *metricsGet->sample2.handle;
+    // Both taken, of the same device (a GPU instance re-created under the
+    // same id is another device), the first before the second.
+    if (!a.taken || !b.taken || a.gpu_index != b.gpu_index || a.gi_id != b.gi_id ||
+        a.gi_serial != b.gi_serial || b.unix_ms < a.unix_ms) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    const auto& gpus = session->machine().gpus;
+    if (a.gpu_index >= gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    const int64_t span = b.unix_ms - a.unix_ms;
+    const double share =
+        span > 0 ? static_cast<double>(b.busy_ms - std::min(a.busy_ms, b.busy_ms)) / span : 0.0;
+    for (unsigned i = 0; i < metricsGet->numMetrics; ++i) {
+      nvmlGpmMetric_t& m = metricsGet->metrics[i];
+      auto v = gpuop::sim::GpmMetricValue(m.metricId, share, gpus[a.gpu_index].model,
+                                          a.gi_id.has_value());
+      m.nvmlReturn = v ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+      m.value = v.value_or(0);
+      m.metricInfo = {nullptr, nullptr, nullptr};
+    }
     return NVML_SUCCESS;
   });
 }

@@ -24,6 +24,20 @@ using nlohmann::json;
 
 constexpr int kStateVersion = 1;
 
+json BusyToJson(const BusyTime& b) {
+  return {{"accountedMs", b.accounted_ms}, {"untilUnixMs", b.busy_until_unix_ms}};
+}
+
+// Absent in files written before GPM was simulated.
+BusyTime BusyFromJson(const json& parent) {
+  BusyTime b;
+  if (!parent.contains("busy")) return b;
+  const json& j = parent.at("busy");
+  b.accounted_ms = j.at("accountedMs").get<uint64_t>();
+  b.busy_until_unix_ms = j.at("untilUnixMs").get<int64_t>();
+  return b;
+}
+
 json GiToJson(const GiRecord& gi) {
   json cis = json::array();
   for (const auto& ci : gi.cis) {
@@ -33,8 +47,13 @@ json GiToJson(const GiRecord& gi) {
                    {"start", ci.start},
                    {"serial", ci.serial}});
   }
-  return {{"id", gi.id},     {"profileId", gi.profile_id}, {"start", gi.start},
-          {"size", gi.size}, {"serial", gi.serial},        {"cis", cis}};
+  return {{"id", gi.id},
+          {"profileId", gi.profile_id},
+          {"start", gi.start},
+          {"size", gi.size},
+          {"serial", gi.serial},
+          {"cis", cis},
+          {"busy", BusyToJson(gi.busy)}};
 }
 
 GiRecord GiFromJson(const json& j) {
@@ -53,6 +72,7 @@ GiRecord GiFromJson(const json& j) {
     ci.serial = c.at("serial").get<uint64_t>();
     gi.cis.push_back(ci);
   }
+  gi.busy = BusyFromJson(j);
   return gi;
 }
 
@@ -136,7 +156,8 @@ std::string SerializeState(const SimState& s) {
                     {"gpuInstances", gis},
                     {"processes", ProcessesToJson(g.processes)},
                     {"lastKernelUnixMs", g.last_kernel_unix_ms},
-                    {"kernelLaunches", g.kernel_launches}});
+                    {"kernelLaunches", g.kernel_launches},
+                    {"busy", BusyToJson(g.busy)}});
   }
   json events = json::array();
   for (const auto& e : s.events) {
@@ -210,6 +231,7 @@ Result<SimState> ParseState(std::string_view text, const std::string& origin) {
       }
       r.last_kernel_unix_ms = g.value("lastKernelUnixMs", int64_t{0});
       r.kernel_launches = g.value("kernelLaunches", uint64_t{0});
+      r.busy = BusyFromJson(g);
       s.gpus.push_back(std::move(r));
     }
     for (const auto& e : j.at("events")) {
@@ -504,6 +526,26 @@ Status ApplyReset(const Machine& m, SimState& s, unsigned gpu) {
   return Status::Ok();
 }
 
+Status ApplyLoad(const Machine& m, SimState& s, unsigned gpu, std::optional<unsigned> gi,
+                 int64_t now_ms, int64_t duration_ms) {
+  GPUOP_RETURN_IF_ERROR(CheckGpu(m, s, gpu));
+  if (duration_ms <= 0) return InvalidArgument("a load needs a positive duration");
+  auto& g = s.gpus[gpu];
+  if (!gi) {
+    AddBusy(g.busy, now_ms, now_ms + duration_ms);
+    return Status::Ok();
+  }
+  for (auto& r : g.gis) {
+    if (r.id == *gi) {
+      AddBusy(r.busy, now_ms, now_ms + duration_ms);
+      return Status::Ok();
+    }
+  }
+  return NotFound("GPU " + std::to_string(gpu) + " of machine " + m.name + " has no GPU instance " +
+                  std::to_string(*gi) + (g.mig_current ? "" : " (MIG is disabled)") +
+                  "; list them with `gpuop nvml list`");
+}
+
 Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded) {
   if (loaded && !s.driver_loaded) {
     for (unsigned i = 0; i < s.gpus.size(); ++i) {
@@ -598,6 +640,12 @@ Status MarkGpuLost(StateStore& store, unsigned gpu) {
 
 Status ResetGpu(StateStore& store, unsigned gpu) {
   return store.Update([&](SimState& s) { return ApplyReset(store.machine(), s, gpu); });
+}
+
+Status AddLoad(StateStore& store, unsigned gpu, std::optional<unsigned> gi, int64_t now_ms,
+               int64_t duration_ms) {
+  return store.Update(
+      [&](SimState& s) { return ApplyLoad(store.machine(), s, gpu, gi, now_ms, duration_ms); });
 }
 
 Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after) {

@@ -93,6 +93,8 @@ struct GpuRuntime {
   std::vector<SimProcess> processes;
   int64_t last_kernel_unix_ms = 0;
   uint64_t kernel_launches = 0;
+  // Its work (kernels, `gpuop sim gpu load`): what GPM's counters read.
+  BusyTime busy;
   bool operator==(const GpuRuntime&) const = default;
 };
 
@@ -197,6 +199,11 @@ Status MarkGpuLost(StateStore& store, unsigned gpu);
 // and a recovery action of "reset" (not one of "reboot": that takes a driver
 // reload, SetDriverLoaded).
 Status ResetGpu(StateStore& store, unsigned gpu);
+// Keeps `gpu` (or its GPU instance `gi`) busy for `duration_ms` from `now_ms`,
+// as a running workload would: what GPM's activity metrics then read.
+// NotFound naming the GPU when it has no GPU instance `gi`.
+Status AddLoad(StateStore& store, unsigned gpu, std::optional<unsigned> gi, int64_t now_ms,
+               int64_t duration_ms);
 // The next MIG create on `gpu` after `after` more successful ones fails with
 // NVML_ERROR_INSUFFICIENT_RESOURCES (a fault in the middle of an apply).
 Status InjectMigCreateFailure(StateStore& store, unsigned gpu, unsigned after);
@@ -248,6 +255,8 @@ Status ApplyXid(const Machine& m, SimState& s, unsigned gpu, uint64_t xid,
 Status ApplyEcc(const Machine& m, SimState& s, unsigned gpu, bool double_bit);
 Status ApplyLost(const Machine& m, SimState& s, unsigned gpu);
 Status ApplyReset(const Machine& m, SimState& s, unsigned gpu);
+Status ApplyLoad(const Machine& m, SimState& s, unsigned gpu, std::optional<unsigned> gi,
+                 int64_t now_ms, int64_t duration_ms);
 Status ApplyDriverLoaded(const Machine& m, SimState& s, bool loaded);
 Status ApplyMigLayout(const Machine& m, SimState& s, unsigned gpu, bool enabled,
                       const std::vector<std::string>& profiles);

@@ -1,6 +1,7 @@
-// `gpuop sim gpu inject|reset|mig`, `gpuop sim driver load|unload` and
+// `gpuop sim gpu inject|reset|mig|load`, `gpuop sim driver load|unload` and
 // `gpuop sim machines`: change the shared state of a simulated node's GPUs
 // (sim/nvml/state.h) the way hardware faults and admin actions would.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -155,6 +156,40 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
           },
           "GPU " + std::to_string(mo->gpu) + ": MIG " + (mo->enable ? "enabled" : "disabled") +
               (mo->create.empty() ? "" : ", created " + mo->create));
+    };
+  });
+
+  struct LoadOptions {
+    unsigned gpu = 0;
+    std::optional<unsigned> gi;
+    std::string duration = "60s";
+  };
+  auto lo = std::make_shared<LoadOptions>();
+  auto* load = gpu->add_subcommand(
+      "load",
+      "Keep a GPU, or one of its MIG GPU instances, busy for a while, as a workload would: "
+      "what GPM's profiling metrics (DCGM_FI_PROF_*) then read");
+  load->add_option("--gpu", lo->gpu, "GPU index")->required();
+  load->add_option("--gi", lo->gi, "GPU instance id of a MIG GPU instance (default: the GPU)");
+  load->add_option("--for", lo->duration, "How long, e.g. 90s or 5m (default 60s)");
+  load->callback([action, lo] {
+    *action = [lo] {
+      auto duration = ParseDuration(lo->duration);
+      if (!duration.ok() || duration->count() <= 0) {
+        std::fprintf(stderr, "error: --for %s: give a positive duration such as 90s or 5m\n",
+                     lo->duration.c_str());
+        return kExitUsage;
+      }
+      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      return RunControl(
+          [&](sim::StateStore& store) {
+            return sim::AddLoad(store, lo->gpu, lo->gi, now, duration->count());
+          },
+          "GPU " + std::to_string(lo->gpu) +
+              (lo->gi ? " GPU instance " + std::to_string(*lo->gi) : std::string()) +
+              ": busy for " + lo->duration);
     };
   });
 

@@ -68,8 +68,13 @@ DCGM_FI_DEV_ROW_REMAP_FAILURE,           gauge,   Whether remapping of rows has 
 # Static configuration information: these appear as labels on the other metrics
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 
-# DCP metrics (DCGM's profiling module; NVML cannot give them: accepted, never exported)
+# DCP metrics: NVML's GPM on Hopper and newer; missing (counted in
+# gpuop_exporter_field_unsupported) on older GPUs. SM activity and occupancy
+# are commented out in dcgm-exporter's defaults; gpuop's dashboard and idle
+# alert use them.
 DCGM_FI_PROF_GR_ENGINE_ACTIVE,   gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_SM_ACTIVE,          gauge, The ratio of cycles an SM has at least 1 warp assigned.
+DCGM_FI_PROF_SM_OCCUPANCY,       gauge, The ratio of number of warps resident on an SM.
 DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
 DCGM_FI_PROF_DRAM_ACTIVE,        gauge, Ratio of cycles the device memory interface is active sending or receiving data.
 DCGM_FI_PROF_PCIE_TX_BYTES,      counter, The number of bytes of active pcie tx data including both header and payload.

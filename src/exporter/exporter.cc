@@ -66,6 +66,8 @@ std::shared_ptr<const std::string> Exporter::Snapshot() const {
 
 uint64_t Exporter::collections() const { return collections_.load(); }
 
+size_t Exporter::gpm_samples_held() const { return gpm_samples_held_.load(); }
+
 bool Exporter::WatchingEvents() const { return watching_events_.load(); }
 
 void Exporter::CollectNow() {
@@ -130,6 +132,7 @@ void Exporter::RunCollector(std::stop_token stop) {
           ++client_generation_;
         }
         wake_cv_.notify_all();  // the events thread registers with the new client
+        gpm_ = client->NewGpmSampler();
         last_open_error.clear();
         LogInfo("NVML opened", {{"library", client->library_path()}});
       } else {
@@ -143,6 +146,7 @@ void Exporter::RunCollector(std::stop_token stop) {
       }
     }
     if (client && !Collect(*client)) {
+      gpm_.reset();  // its samples belong to the client being dropped
       DropClient();  // reopened on the next round
       wait = std::min(wait, options_.nvml_retry_interval);
     }
@@ -150,6 +154,20 @@ void Exporter::RunCollector(std::stop_token stop) {
     wake_cv_.wait_for(lock, stop, wait, [this] { return wake_; });
     wake_ = false;
   }
+}
+
+std::optional<nvml::GpmMetrics> Exporter::ReadGpm(unsigned gpu, std::optional<unsigned> gi_id) {
+  if (!gpm_) return std::nullopt;
+  auto m = gpm_->Read(gpu, gi_id);
+  if (m.ok()) return *m;
+  // A GPU without GPM is the common case, not an error: its profiling fields
+  // are counted in gpuop_exporter_field_unsupported.
+  if (m.status().code() != StatusCode::kNotSupported) {
+    ++self_.collection_errors;
+    LogWarn("GPM profiling metrics failed; the device starts over next collection",
+            {{"gpu", gpu}, {"error", m.status()}});
+  }
+  return std::nullopt;
 }
 
 bool Exporter::Collect(const nvml::Client& client) {
@@ -193,6 +211,7 @@ bool Exporter::Collect(const nvml::Client& client) {
       known_gpus_[i] = std::move(g).value();
       if (auto t = client.ReadTelemetry(i); t.ok()) {
         reading.telemetry = std::move(t).value();
+        reading.gpm = ReadGpm(i, std::nullopt);
         healthy = true;
       } else {
         why = t.status();
@@ -227,12 +246,17 @@ bool Exporter::Collect(const nvml::Client& client) {
       seen_gi.push_back(m.gi_id);
       Collection::Device d{pos, j, std::nullopt};
       if (auto t = client.ReadMigTelemetry(i, m.index); t.ok()) {
-        d.reading = Reading{std::move(t).value(), std::nullopt};
+        d.reading = Reading{std::move(t).value(), std::nullopt, ReadGpm(i, m.gi_id)};
       } else {
         ++self_.collection_errors;
       }
       collection_.devices.push_back(std::move(d));
     }
+  }
+
+  if (gpm_) {
+    gpm_->Sweep();  // MIG instances destroyed since the last round
+    gpm_samples_held_.store(gpm_->held_samples());
   }
 
   if (pods_) {

@@ -7,6 +7,9 @@
 // Threads (all owned, std::jthread, stopped by Stop()/the destructor):
 //   - collector: opens NVML (retrying until it loads), collects at the
 //     interval, or at once when woken by an XID or a pod mapping change;
+//     on GPUs with GPM (Hopper and newer) each collection also takes one GPM
+//     sample per GPU and MIG GPU instance, and the profiling fields are the
+//     metrics since the previous collection (none on the first);
 //   - events: waits for NVML XID events; DCGM_FI_DEV_XID_ERRORS is the last
 //     XID of each GPU (0 before any);
 //   - pod-resources (with a lister): see PodResourcesCache.
@@ -33,6 +36,7 @@
 #include "exporter/render.h"
 #include "http/server.h"
 #include "nvml/client.h"
+#include "nvml/gpm.h"
 
 namespace gpuop::exporter {
 
@@ -65,6 +69,8 @@ class Exporter {
   std::shared_ptr<const std::string> Snapshot() const;
   // Completed collections (tests wait on it).
   uint64_t collections() const;
+  // GPM sample buffers the collector holds now (tests check they do not pile up).
+  size_t gpm_samples_held() const;
   // Wakes the collector for a collection now.
   void CollectNow();
   // True once the events thread has registered the GPUs for XID events.
@@ -81,6 +87,8 @@ class Exporter {
   void RunEvents(std::stop_token stop);
   // One collection with `client`; false when NVML as a whole failed.
   bool Collect(const nvml::Client& client);
+  // The GPM metrics of a GPU or GI since the last collection; nullopt without.
+  std::optional<nvml::GpmMetrics> ReadGpm(unsigned gpu, std::optional<unsigned> gi_id);
   std::shared_ptr<nvml::Client> CurrentClient() const;
   void DropClient();
 
@@ -95,13 +103,15 @@ class Exporter {
   std::map<unsigned, uint64_t> last_xid_;        // GUARDED_BY(mu_): by GPU index
 
   // Collector-thread state, reused across collections.
-  std::vector<nvml::Gpu> known_gpus_;  // last good identity per GPU index
+  std::unique_ptr<nvml::GpmSampler> gpm_;  // of the current client; null without one
+  std::vector<nvml::Gpu> known_gpus_;      // last good identity per GPU index
   std::vector<bool> was_healthy_;      // per GPU index, to log changes once
   Collection collection_;
   SelfStats self_;
   size_t last_render_size_ = 0;
 
   std::atomic<uint64_t> collections_{0};
+  std::atomic<size_t> gpm_samples_held_{0};
   std::atomic<uint64_t> scrapes_{0};
   std::atomic<bool> watching_events_{false};
 

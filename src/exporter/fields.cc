@@ -22,6 +22,18 @@ std::optional<double> NvLinkTotal(const Reading& r) {
 
 std::optional<double> LastXid(const Reading& r) { return AsDouble(r.last_xid); }
 
+// GPM gives activity in percent, DCGM's profiling fields a ratio; GPM gives
+// traffic in MiB/s, DCGM in bytes per second.
+std::optional<double> Scaled(const std::optional<nvml::GpmMetrics>& gpm,
+                             std::optional<double> nvml::GpmMetrics::*member, double factor) {
+  if (!gpm || !(*gpm.*member)) return std::nullopt;
+  return *(*gpm.*member) * factor;
+}
+#define GPUOP_GPM_RATIO(member) \
+  [](const Reading& r) { return Scaled(r.gpm, &nvml::GpmMetrics::member, 0.01); }
+#define GPUOP_GPM_BYTES(member) \
+  [](const Reading& r) { return Scaled(r.gpm, &nvml::GpmMetrics::member, 1024.0 * 1024.0); }
+
 std::string DriverVersion(const LabelSource& s) { return s.system ? s.system->driver_version : ""; }
 std::string NvmlVersion(const LabelSource& s) { return s.system ? s.system->nvml_version : ""; }
 std::string CudaDriverVersion(const LabelSource& s) {
@@ -30,9 +42,6 @@ std::string CudaDriverVersion(const LabelSource& s) {
 std::string DeviceName(const LabelSource& s) { return s.gpu ? s.gpu->name : ""; }
 std::string DeviceSerial(const LabelSource& s) { return s.gpu ? s.gpu->serial : ""; }
 std::string DeviceBrand(const LabelSource& s) { return s.gpu ? s.gpu->brand : ""; }
-
-constexpr std::string_view kNoProfiling =
-    "DCP profiling metrics come from DCGM's profiling module; NVML has no equivalent";
 
 FieldSpec Numeric(std::string_view name, std::string_view type, std::string_view unit,
                   std::string_view help, std::optional<double> (*value)(const Reading&)) {
@@ -141,43 +150,54 @@ const std::array kFields = {
     // Known, but nothing in NVML provides them.
     Unavailable("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status",
                 "vGPU licensing is reported by the vGPU guest driver, not by bare-metal NVML"),
-    Unavailable("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge",
-                "Ratio of time the graphics engine is active.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_SM_ACTIVE", "gauge",
-                "The ratio of cycles an SM has at least 1 warp assigned.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
-                "The ratio of number of warps resident on an SM.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-                "Ratio of cycles the tensor (HMMA) pipe is active.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge",
-                "Ratio of cycles the fp64 pipes are active.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge",
-                "Ratio of cycles the fp32 pipes are active.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge",
-                "Ratio of cycles the fp16 pipes are active.", kNoProfiling),
-    Unavailable("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-                "Ratio of cycles the device memory interface is active sending or receiving "
-                "data.",
-                kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PCIE_TX_BYTES", "counter",
-                "The rate of data transmitted over the PCIe bus - including both protocol "
-                "headers and data payloads - in bytes per second.",
-                kNoProfiling),
-    Unavailable("DCGM_FI_PROF_PCIE_RX_BYTES", "counter",
-                "The rate of data received over the PCIe bus - including both protocol headers "
-                "and data payloads - in bytes per second.",
-                kNoProfiling),
-    Unavailable("DCGM_FI_PROF_NVLINK_TX_BYTES", "counter",
-                "The rate of data transmitted over NVLink, not including protocol headers, in "
-                "bytes per second.",
-                kNoProfiling),
-    Unavailable("DCGM_FI_PROF_NVLINK_RX_BYTES", "counter",
-                "The rate of data received over NVLink, not including protocol headers, in "
-                "bytes per second.",
-                kNoProfiling),
+    // Profiling (DCGM's DCP fields), from NVML's GPM on Hopper and newer:
+    // the share of the time since the previous collection.
+    Numeric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio",
+            "Ratio of time the graphics engine is active.", GPUOP_GPM_RATIO(graphics_util)),
+    Numeric("DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio",
+            "The ratio of cycles an SM has at least 1 warp assigned.", GPUOP_GPM_RATIO(sm_util)),
+    Numeric("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio",
+            "The ratio of number of warps resident on an SM.", GPUOP_GPM_RATIO(sm_occupancy)),
+    Numeric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles any tensor pipe is active.", GPUOP_GPM_RATIO(any_tensor_util)),
+    Numeric("DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the HMMA tensor pipe is active.", GPUOP_GPM_RATIO(hmma_tensor_util)),
+    Numeric("DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the IMMA tensor pipe is active.", GPUOP_GPM_RATIO(imma_tensor_util)),
+    Numeric("DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the DFMA tensor pipe is active.", GPUOP_GPM_RATIO(dfma_tensor_util)),
+    Numeric("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the fp64 pipes are active.", GPUOP_GPM_RATIO(fp64_util)),
+    Numeric("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the fp32 pipes are active.", GPUOP_GPM_RATIO(fp32_util)),
+    Numeric("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the fp16 pipes are active.", GPUOP_GPM_RATIO(fp16_util)),
+    Numeric("DCGM_FI_PROF_PIPE_INT_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the integer pipe is active.", GPUOP_GPM_RATIO(integer_util)),
+    Numeric("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio",
+            "Ratio of cycles the device memory interface is active sending or receiving data.",
+            GPUOP_GPM_RATIO(dram_bw_util)),
+    Numeric("DCGM_FI_PROF_PCIE_TX_BYTES", "counter", "B/s",
+            "The rate of data transmitted over the PCIe bus - including both protocol headers "
+            "and data payloads - in bytes per second.",
+            GPUOP_GPM_BYTES(pcie_tx_mib_s)),
+    Numeric("DCGM_FI_PROF_PCIE_RX_BYTES", "counter", "B/s",
+            "The rate of data received over the PCIe bus - including both protocol headers and "
+            "data payloads - in bytes per second.",
+            GPUOP_GPM_BYTES(pcie_rx_mib_s)),
+    Numeric("DCGM_FI_PROF_NVLINK_TX_BYTES", "counter", "B/s",
+            "The rate of data transmitted over NVLink, not including protocol headers, in bytes "
+            "per second.",
+            GPUOP_GPM_BYTES(nvlink_tx_mib_s)),
+    Numeric("DCGM_FI_PROF_NVLINK_RX_BYTES", "counter", "B/s",
+            "The rate of data received over NVLink, not including protocol headers, in bytes "
+            "per second.",
+            GPUOP_GPM_BYTES(nvlink_rx_mib_s)),
 };
 
 #undef GPUOP_TELEMETRY_FIELD
+#undef GPUOP_GPM_RATIO
+#undef GPUOP_GPM_BYTES
 
 }  // namespace
 

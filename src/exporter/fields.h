@@ -1,10 +1,12 @@
 // The field registry: every DCGM field name the exporter knows, and how its
-// value comes out of one NVML reading (nvml::Telemetry plus the last XID) in
-// DCGM's units (power W, energy mJ, frame buffer MiB, clocks MHz, PCIe
-// throughput KB/s). Label fields (DCGM_FI_DRIVER_VERSION, ...) come from the
-// system and the GPU's identity instead. Fields NVML cannot give at all
-// (DCGM_FI_PROF_*, vGPU licensing) are known, accepted in a counters file and
-// reported as unavailable, never faked.
+// value comes out of one NVML reading (nvml::Telemetry, the GPM profiling
+// metrics and the last XID) in DCGM's units (power W, energy mJ, frame buffer
+// MiB, clocks MHz, PCIe throughput KB/s, profiling activity as a ratio 0-1,
+// profiling traffic in bytes per second). Label fields (DCGM_FI_DRIVER_VERSION,
+// ...) come from the system and the GPU's identity instead. Fields NVML cannot
+// give at all (vGPU licensing) are known, accepted in a counters file and
+// reported as unavailable, never faked; DCGM_FI_PROF_* exist where GPM does
+// (Hopper and newer) and are missing, like any unsupported field, elsewhere.
 //
 // The registry is a constant table: every function is pure and thread-safe.
 #pragma once
@@ -23,6 +25,9 @@ namespace gpuop::exporter {
 struct Reading {
   nvml::Telemetry telemetry;
   std::optional<uint64_t> last_xid;  // GPUs only: 0 before any XID
+  // Since the previous collection; nullopt without GPM, or on the first
+  // collection of a device (GPM compares two samples).
+  std::optional<nvml::GpmMetrics> gpm;
 };
 
 // What label fields are read from.

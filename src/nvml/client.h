@@ -31,6 +31,7 @@ namespace gpuop::nvml {
 
 class Library;
 class EventWatcher;
+class GpmSampler;
 
 // Whether a failure to open or describe one GPU means "skip that GPU"
 // (no permission for it, or lost) rather than "NVML is unusable". For
@@ -124,6 +125,10 @@ class Client {
 
   // ---- Events ----
   Result<std::unique_ptr<EventWatcher>> NewEventWatcher() const;
+
+  // ---- Profiling (GPM) ----
+  // A sampler of GPM metrics (gpm.h); it keeps the library alive as long as it lives.
+  std::unique_ptr<GpmSampler> NewGpmSampler() const;
 
  private:
   explicit Client(std::shared_ptr<Library> lib) : lib_(std::move(lib)) {}

@@ -166,6 +166,18 @@ struct Telemetry {
   std::optional<uint64_t> clock_event_reasons;  // nvmlClocksEventReason* bits
 };
 
+// Profiling metrics NVML's GPM computes between two samples of a GPU or of a
+// MIG GPU instance (Hopper and newer): activities in percent of the time
+// between the samples (0-100), traffic in MiB per second. nullopt where NVML
+// did not give that metric for the device (PCIe and NVLink traffic of a MIG
+// instance, NVLink on a GPU without it).
+struct GpmMetrics {
+  std::optional<double> graphics_util, sm_util, sm_occupancy, integer_util;
+  std::optional<double> any_tensor_util, dfma_tensor_util, hmma_tensor_util, imma_tensor_util;
+  std::optional<double> dram_bw_util, fp64_util, fp32_util, fp16_util;
+  std::optional<double> pcie_tx_mib_s, pcie_rx_mib_s, nvlink_tx_mib_s, nvlink_rx_mib_s;
+};
+
 // NVML event types, the bits of nvmlEventType*.
 enum EventType : uint64_t {
   kEventSingleBitEcc = 0x1,

@@ -165,7 +165,15 @@ struct Fn {
     "nvmlDeviceGetSupportedEventTypes")                                                         \
   X(DeviceRegisterEvents, nvmlDeviceRegisterEvents, "NVML events", "nvmlDeviceRegisterEvents")  \
   X(EventSetWait, nvmlEventSetWait_v2, "NVML events", "nvmlEventSetWait_v2", "nvmlEventSetWait") \
-  X(EventSetFree, nvmlEventSetFree, "NVML events", "nvmlEventSetFree")
+  X(EventSetFree, nvmlEventSetFree, "NVML events", "nvmlEventSetFree")                          \
+  X(GpmQueryDeviceSupport, nvmlGpmQueryDeviceSupport, "GPM profiling metrics",                  \
+    "nvmlGpmQueryDeviceSupport")                                                                \
+  X(GpmSampleAlloc, nvmlGpmSampleAlloc, "GPM profiling metrics", "nvmlGpmSampleAlloc")          \
+  X(GpmSampleFree, nvmlGpmSampleFree, "GPM profiling metrics", "nvmlGpmSampleFree")             \
+  X(GpmSampleGet, nvmlGpmSampleGet, "GPM profiling metrics", "nvmlGpmSampleGet")                \
+  X(GpmMigSampleGet, nvmlGpmMigSampleGet, "GPM profiling metrics of MIG instances",             \
+    "nvmlGpmMigSampleGet")                                                                      \
+  X(GpmMetricsGet, nvmlGpmMetricsGet, "GPM profiling metrics", "nvmlGpmMetricsGet")
 // clang-format on
 
 struct Functions {

@@ -436,6 +436,66 @@ typedef struct nvmlGpuFabricInfo_v3_st {
 
 typedef nvmlGpuFabricInfo_v3_t nvmlGpuFabricInfoV_t;
 
+// ---- GPU Performance Monitoring (GPM): Hopper and newer -------------------
+
+// The metric ids gpuop reads (nvmlGpmMetricId_t); activity metrics are
+// percentages 0-100, the PER_SEC ones MiB per second.
+typedef enum {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_INTEGER_UTIL = 4,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+  NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_FP64_UTIL = 11,
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+  NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,
+  NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,
+} nvmlGpmMetricId_t;
+
+// The capacity of nvmlGpmMetricsGet_t::metrics. NVML's headers grew it (98 in
+// CUDA 12's, 333 in CUDA 13's) under the same struct version: the
+// library reads and writes only numMetrics entries, so the largest is safe
+// with every driver.
+#define NVML_GPM_METRIC_MAX 333
+
+// An opaque sample buffer (nvmlGpmSampleAlloc/Free), passed by value.
+typedef struct {
+  struct nvmlGpmSample_st* handle;
+} nvmlGpmSample_t;
+
+typedef struct {
+  unsigned int metricId;    // IN: a nvmlGpmMetricId_t
+  nvmlReturn_t nvmlReturn;  // OUT: value is valid only when NVML_SUCCESS
+  double value;             // OUT
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;  // OUT: may be null
+} nvmlGpmMetric_t;
+
+typedef struct {
+  unsigned int version;     // NVML_GPM_METRICS_GET_VERSION
+  unsigned int numMetrics;  // entries of metrics[] to fill
+  nvmlGpmSample_t sample1;  // the earlier sample
+  nvmlGpmSample_t sample2;  // the later one
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct {
+  unsigned int version;            // NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;  // OUT
+} nvmlGpmSupport_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+
 // ---- Functions -----------------------------------------------------------
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -580,6 +640,15 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms);
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+// A sample of MIG GPU instance `gpuInstanceId` of the GPU `device`.
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet);
+
 }  // extern "C"
 
 // ---- Layout checks (x86-64 / aarch64 LP64, as the real library) -----------
@@ -650,3 +719,13 @@ static_assert(nvmlGpuFabricInfo_v2 == 0x02000024);
 static_assert(sizeof(nvmlGpuFabricInfo_v3_t) == 40);
 static_assert(offsetof(nvmlGpuFabricInfo_v3_t, healthSummary) == 36);
 static_assert(nvmlGpuFabricInfo_v3 == 0x03000028);
+static_assert(sizeof(nvmlGpmSample_t) == 8);
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetric_t, nvmlReturn) == 4);
+static_assert(offsetof(nvmlGpmMetric_t, value) == 8);
+static_assert(offsetof(nvmlGpmMetric_t, metricInfo) == 16);
+static_assert(offsetof(nvmlGpmMetricsGet_t, sample1) == 8);
+static_assert(offsetof(nvmlGpmMetricsGet_t, sample2) == 16);
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * NVML_GPM_METRIC_MAX);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);

@@ -53,7 +53,8 @@ def check(ok, msg):
         errors.append(msg)
 
 # dcgm-exporter's default counters (etc/default-counters.csv, the set the GPU
-# Operator deploys) and the fields issue 9 adds (the power management limit).
+# Operator deploys), the fields issue 9 adds (the power management limit) and
+# the profiling fields of gpuop's defaults (issue 27).
 # Rules and dashboard may name only these: they must work with the exporter's
 # default collectors, gpuop's or NVIDIA's.
 DEFAULT_METRICS = {
@@ -63,6 +64,12 @@ DEFAULT_METRICS = {
         "FB_USED FB_RESERVED NVLINK_BANDWIDTH_TOTAL VGPU_LICENSE_STATUS "
         "UNCORRECTABLE_REMAPPED_ROWS CORRECTABLE_REMAPPED_ROWS ROW_REMAP_FAILURE "
         "POWER_MGMT_LIMIT").split()
+} | {
+    # Profiling fields (GPM, Hopper and newer): in gpuop's default counters;
+    # SM activity and occupancy are commented out in dcgm-exporter's, where
+    # the idle alert falls back to GPU_UTIL and those panels stay empty.
+    "DCGM_FI_PROF_" + f for f in
+    "GR_ENGINE_ACTIVE SM_ACTIVE SM_OCCUPANCY PIPE_TENSOR_ACTIVE DRAM_ACTIVE".split()
 }
 def metrics_of(expr):
     return set(re.findall(r"\b(DCGM_[A-Z0-9_]+)\b", expr))

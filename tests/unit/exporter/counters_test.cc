@@ -39,11 +39,12 @@ TEST(Counters, DefaultListHasDcgmExporterDefaultsAndTheExtras) {
         "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DRIVER_VERSION", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
         "DCGM_FI_PROF_PCIE_RX_BYTES",
-        // gpuop's additions (issue 9)
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
-        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}) {
+        // gpuop's additions (issue 9; issue 27: the dashboard and alert use SM activity)
+        "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}) {
     EXPECT_TRUE(names.contains(f)) << f;
   }
   for (const Counter& c : counters) {
@@ -58,7 +59,7 @@ TEST(Counters, DefaultListHasDcgmExporterDefaultsAndTheExtras) {
       EXPECT_EQ(c.help, "GPU temperature (in C).");
     }
     if (c.field->name.starts_with("DCGM_FI_PROF_")) {
-      EXPECT_EQ(c.field->kind, FieldKind::kUnavailable) << c.field->name;
+      EXPECT_EQ(c.field->kind, FieldKind::kNumeric) << c.field->name << ": GPM gives it";
     }
   }
 }

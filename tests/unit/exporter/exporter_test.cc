@@ -6,6 +6,7 @@
 // generous deadline.
 #include "exporter/exporter.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -111,9 +112,13 @@ TEST_F(ExporterTest, EveryDefaultCounterForEachGpuWithDcgmLabels) {
   for (const auto& line : Samples(text, "DCGM_FI_DEV_POWER_MGMT_LIMIT")) {
     EXPECT_EQ(ValueOf(line), 700) << "H100 SXM's 700 W limit, in W";
   }
-  EXPECT_TRUE(Samples(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE").empty());
+  // H100s have GPM: the profiling fields of the default counters are there.
+  for (const auto& line : Samples(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")) {
+    EXPECT_GE(ValueOf(line), 0);
+    EXPECT_LE(ValueOf(line), 1) << "a ratio, as DCGM's";
+  }
   EXPECT_NE(
-      text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_PROF_GR_ENGINE_ACTIVE\"} 8\n"),
+      text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_PROF_GR_ENGINE_ACTIVE\"} 0\n"),
       std::string::npos);
   EXPECT_NE(text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_DEV_GPU_TEMP\"} 0\n"),
             std::string::npos);
@@ -149,6 +154,99 @@ TEST_F(ExporterTest, MigGpuInstancesGetTheirOwnSeriesAndUnsupportedFieldsAreCoun
   EXPECT_NE(text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_DEV_GPU_UTIL\"} 4\n"),
             std::string::npos)
       << text;
+}
+
+// The value of `field` on the series whose labels contain `labels`; -1 when none.
+double SeriesValue(const std::string& text, const std::string& field, const std::string& labels) {
+  for (const auto& line : Samples(text, field)) {
+    if (line.find(labels) != std::string::npos) return ValueOf(line);
+  }
+  return -1;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The simulator's count of GPM sample buffers allocated and not freed.
+int SimGpmSamples() {
+  void* lib = ::dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return -1;
+  auto count = reinterpret_cast<int (*)()>(::dlsym(lib, "gpuopSimGpmSamples"));
+  const int n = count ? count() : -1;
+  ::dlclose(lib);
+  return n;
+}
+
+TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, true, {"1g.10gb", "3g.40gb"}).ok());
+  std::vector<Counter> counters = DefaultCounters();
+  auto extra = ParseCounters("DCGM_FI_PROF_PIPE_FP16_ACTIVE, gauge, fp16.\n", "extra.csv");
+  ASSERT_TRUE(extra.ok()) << extra.status().ToString();
+  counters.insert(counters.end(), extra->begin(), extra->end());
+  ExporterOptions o = Options();
+  o.counters = counters;
+  Start(std::move(o));
+  std::string text = Fresh();
+  // Which GI id the 1g.10gb instance got.
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(text, m, std::regex(R"re(GPU_I_PROFILE="1g.10gb",GPU_I_ID="(\d+)")re")))
+      << text;
+  const std::string gi = m[1];
+  ASSERT_TRUE(sim::AddLoad(sim_.store(), 3, std::nullopt, NowMs(), 120000).ok());
+  ASSERT_TRUE(sim::AddLoad(sim_.store(), 2, std::stoi(gi), NowMs(), 120000).ok());
+  Fresh();  // the baseline sample now has the load ahead of it
+  text = Fresh();
+
+  const std::string busy_gpu = "{gpu=\"3\",", idle_gpu = "{gpu=\"4\",";
+  const std::string busy_gi = "GPU_I_ID=\"" + gi + "\"";
+  for (const char* f : {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE"}) {
+    EXPECT_GT(SeriesValue(text, f, busy_gpu), 0.0) << f << "\n" << text;
+    EXPECT_EQ(SeriesValue(text, f, idle_gpu), 0.0) << f << ": an idle GPU reads zero";
+    EXPECT_GT(SeriesValue(text, f, busy_gi), 0.0) << f << ": the busy MIG instance";
+    EXPECT_LE(SeriesValue(text, f, busy_gpu), 1.0) << f << ": a ratio";
+  }
+  EXPECT_GT(SeriesValue(text, "DCGM_FI_PROF_SM_ACTIVE", busy_gpu), 0.5);
+  // Bytes per second, GPM's MiB/s scaled; none per MIG instance.
+  EXPECT_GT(SeriesValue(text, "DCGM_FI_PROF_PCIE_RX_BYTES", busy_gpu),
+            SeriesValue(text, "DCGM_FI_PROF_PCIE_RX_BYTES", idle_gpu));
+  EXPECT_GT(SeriesValue(text, "DCGM_FI_PROF_PCIE_RX_BYTES", idle_gpu), 1e6);
+  EXPECT_EQ(SeriesValue(text, "DCGM_FI_PROF_PCIE_RX_BYTES", busy_gi), -1);
+  // 8 GPUs and 2 GPU instances, the MIG ones without PCIe traffic.
+  EXPECT_EQ(Samples(text, "DCGM_FI_PROF_SM_ACTIVE").size(), 10u);
+  EXPECT_NE(text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_PROF_PCIE_RX_BYTES\"} 2\n"),
+            std::string::npos)
+      << text;
+
+  // Two sample buffers per device, reused collection after collection.
+  const int held = SimGpmSamples();
+  EXPECT_EQ(exporter_->gpm_samples_held(), 20u);
+  for (int i = 0; i < 50; ++i) Fresh();
+  EXPECT_EQ(exporter_->gpm_samples_held(), 20u);
+  EXPECT_EQ(SimGpmSamples(), held) << "no sample buffer leaks across collections";
+  // The MIG instances go: their buffers are freed.
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, false, {}).ok());
+  Fresh();
+  EXPECT_EQ(exporter_->gpm_samples_held(), 16u);
+  EXPECT_EQ(SimGpmSamples(), held - 4);
+  exporter_.reset();
+  EXPECT_EQ(SimGpmSamples(), held - 20) << "the exporter frees every buffer it took";
+}
+
+TEST_F(ExporterTest, AmpereHasNoProfilingFields) {
+  ASSERT_TRUE(sim_.Boot("dgx-a100", "exporter-a100", "state-a100"));
+  Start(Options());
+  std::string text = Fresh();
+  EXPECT_TRUE(Samples(text, "DCGM_FI_PROF_SM_ACTIVE").empty());
+  EXPECT_FALSE(Samples(text, "DCGM_FI_DEV_GPU_UTIL").empty());
+  EXPECT_NE(text.find("gpuop_exporter_field_unsupported{field=\"DCGM_FI_PROF_SM_ACTIVE\"} 8\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(exporter_->gpm_samples_held(), 0u);
 }
 
 TEST_F(ExporterTest, InjectedXidShowsAsTheLastXid) {

@@ -1332,3 +1332,69 @@ TEST_F(NvmlSimTest, TemperatureVAnswersLikeTemperature) {
 
 }  // namespace
 }  // namespace gpuop::sim
+
+namespace gpuop::sim {
+namespace {
+
+TEST_F(NvmlSimTest, GpmSamplesAndMetricsThroughTheAbi) {
+  Init("dgx-h100");
+  nvmlGpmSupport_t support{};
+  support.version = 7;
+  EXPECT_EQ(NV(nvmlGpmQueryDeviceSupport)(Gpu(0), &support), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  support.version = NVML_GPM_SUPPORT_VERSION;
+  ASSERT_EQ(NV(nvmlGpmQueryDeviceSupport)(Gpu(0), &support), NVML_SUCCESS);
+  EXPECT_EQ(support.isSupportedDevice, 1u);
+
+  auto live = Sym<int (*)()>("gpuopSimGpmSamples");
+  const int before = live();
+  nvmlGpmSample_t a{}, b{}, other{};
+  ASSERT_EQ(NV(nvmlGpmSampleAlloc)(&a), NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlGpmSampleAlloc)(&b), NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlGpmSampleAlloc)(&other), NVML_SUCCESS);
+  EXPECT_EQ(live(), before + 3);
+
+  auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+  get->version = NVML_GPM_METRICS_GET_VERSION;
+  get->numMetrics = 2;
+  get->metrics[0].metricId = NVML_GPM_METRIC_SM_UTIL;
+  get->metrics[1].metricId = 30;  // NVDEC 0: not modelled
+  get->sample1 = a;
+  get->sample2 = b;
+  EXPECT_EQ(NV(nvmlGpmMetricsGet)(get.get()), NVML_ERROR_INVALID_ARGUMENT) << "samples not taken";
+
+  ASSERT_EQ(NV(nvmlGpmSampleGet)(Gpu(0), a), NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlGpmSampleGet)(Gpu(0), b), NVML_SUCCESS);
+  ASSERT_EQ(NV(nvmlGpmMetricsGet)(get.get()), NVML_SUCCESS);
+  EXPECT_EQ(get->metrics[0].nvmlReturn, NVML_SUCCESS);
+  EXPECT_EQ(get->metrics[0].value, 0) << "nothing ran";
+  EXPECT_EQ(get->metrics[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+
+  ASSERT_EQ(NV(nvmlGpmSampleGet)(Gpu(1), other), NVML_SUCCESS);
+  get->sample2 = other;
+  EXPECT_EQ(NV(nvmlGpmMetricsGet)(get.get()), NVML_ERROR_INVALID_ARGUMENT) << "two GPUs' samples";
+  get->sample2 = b;
+  get->version = 2;
+  EXPECT_EQ(NV(nvmlGpmMetricsGet)(get.get()), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  get->version = NVML_GPM_METRICS_GET_VERSION;
+  get->numMetrics = NVML_GPM_METRIC_MAX + 1;
+  EXPECT_EQ(NV(nvmlGpmMetricsGet)(get.get()), NVML_ERROR_INVALID_ARGUMENT);
+
+  // Not in MIG mode: no GPU instance to sample.
+  EXPECT_EQ(NV(nvmlGpmMigSampleGet)(Gpu(0), 1, a), NVML_ERROR_NOT_FOUND);
+
+  for (nvmlGpmSample_t s : {a, b, other}) EXPECT_EQ(NV(nvmlGpmSampleFree)(s), NVML_SUCCESS);
+  EXPECT_EQ(NV(nvmlGpmSampleFree)(a), NVML_ERROR_INVALID_ARGUMENT) << "freed twice";
+  EXPECT_EQ(live(), before);
+  ASSERT_EQ(NV(nvmlShutdown)(), NVML_SUCCESS);
+  std::system(("rm -rf '" + StateDir() + "'").c_str());
+
+  Init("dgx-a100");
+  ASSERT_EQ(NV(nvmlGpmQueryDeviceSupport)(Gpu(0), &support), NVML_SUCCESS);
+  EXPECT_EQ(support.isSupportedDevice, 0u);
+  ASSERT_EQ(NV(nvmlGpmSampleAlloc)(&a), NVML_SUCCESS);
+  EXPECT_EQ(NV(nvmlGpmSampleGet)(Gpu(0), a), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(NV(nvmlGpmSampleFree)(a), NVML_SUCCESS);
+}
+
+}  // namespace
+}  // namespace gpuop::sim
