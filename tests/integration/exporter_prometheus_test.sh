@@ -81,8 +81,10 @@ eport=$(free_port)
   >"$tmp/exporter.log" 2>&1 &
 exporter_pid=$!
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$eport/metrics" >"$tmp/scrape.txt"; }
-has_gpu_temp() { scrape && grep -q '^DCGM_FI_DEV_GPU_TEMP{' "$tmp/scrape.txt"; }
-wait_for "the exporter's first collection on :$eport" has_gpu_temp
+# The profiling fields (GPM) come with the second collection: GPM compares
+# two samples.
+has_profiling() { scrape && grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$tmp/scrape.txt"; }
+wait_for "the exporter's second collection on :$eport" has_profiling
 
 # 2. promtool's linter on one scrape: a parse error fails; of the lint
 # findings only those about dcgm-exporter's own names, which dashboards depend
