@@ -589,9 +589,7 @@ kube::ReconcileResult Operator::ReconcilePolicy(const std::string&) {
       }
       in.components.push_back(EvaluateComponent(c, policy->Enabled(c), daemonsets));
     }
-    std::vector<Json> validator_pods;
-    for (const kube::ObjectPtr& pod : validator_pods_->List()) validator_pods.push_back(*pod);
-    in.validation_blockers = ValidationBlockers(validator_pods);
+    in.validation_blockers = ValidationBlockers(validator_pods_->List());
   }
 
   Json old = active.value("status", Json::object());

@@ -70,9 +70,10 @@ std::string Failure(const Json& terminated) {
 
 }  // namespace
 
-std::vector<std::string> ValidationBlockers(const std::vector<Json>& pods) {
+std::vector<std::string> ValidationBlockers(const std::vector<kube::ObjectPtr>& pods) {
   std::vector<std::string> out;
-  for (const Json& pod : pods) {
+  for (const kube::ObjectPtr& p : pods) {
+    const Json& pod = *p;
     if (kube::IsPodReady(pod) || kube::IsBeingDeleted(pod)) continue;
     std::string node = kube::PodNodeName(pod);
     if (node.empty()) node = "(unscheduled pod " + kube::Name(pod) + ")";

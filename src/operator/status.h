@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kube/informer.h"
 #include "operator/policy.h"
 
 namespace gpuop::op {
@@ -39,7 +40,7 @@ ComponentState EvaluateComponent(Component c, bool enabled,
 // "node h100-3: waiting on driver validation". Reads each pod's init
 // container statuses in order (the checks run one after another): the first
 // that has not exited 0 blocks. Ready pods give nothing.
-std::vector<std::string> ValidationBlockers(const std::vector<nlohmann::json>& validator_pods);
+std::vector<std::string> ValidationBlockers(const std::vector<kube::ObjectPtr>& validator_pods);
 
 struct StatusInput {
   Status reconcile_error;  // OK, or why this pass failed

@@ -19,6 +19,8 @@
 namespace gpuop::op {
 namespace {
 
+kube::ObjectPtr Ptr(const Json& pod) { return std::make_shared<const Json>(pod); }
+
 // The pod template of the DaemonSet in a golden manifest file.
 Json Template(const std::string& component) {
   auto text = ReadFile(std::string(GPUOP_SOURCE_DIR) + "/tests/fixtures/operator/golden/" +
@@ -102,7 +104,7 @@ void ExpectSameAnswers(const Json& whole, const std::set<std::string>& claims) {
   EXPECT_EQ(a.revision_hash, b.revision_hash);
   EXPECT_EQ(a.config_digest, b.config_digest);
   EXPECT_EQ(a.mirror, b.mirror);
-  EXPECT_EQ(ValidationBlockers({whole}), ValidationBlockers({kept}));
+  EXPECT_EQ(ValidationBlockers({Ptr(whole)}), ValidationBlockers({Ptr(kept)}));
   EXPECT_EQ(kube::IsPodReady(whole), kube::IsPodReady(kept));
   EXPECT_EQ(kube::PodNodeName(whole), kube::PodNodeName(kept));
   EXPECT_EQ(kube::IsBeingDeleted(whole), kube::IsBeingDeleted(kept));
@@ -171,7 +173,7 @@ TEST(OperandPodsTest, MalformedPodsStayReadable) {
     Json whole = pod;
     KeepOperandPodFields(pod);
     EXPECT_EQ(upgrade::ReadPod(whole).ready, upgrade::ReadPod(pod).ready);
-    EXPECT_EQ(ValidationBlockers({whole}), ValidationBlockers({pod}));
+    EXPECT_EQ(ValidationBlockers({Ptr(whole)}), ValidationBlockers({Ptr(pod)}));
   }
 }
 

@@ -145,7 +145,9 @@ TEST(StatusTest, ValidationBlockersNameTheNodeAndTheCheck) {
                     {"started", true},
                     {"state", {{"running", {{"startedAt", "2026-12-03T00:00:00Z"}}}}}}});
   pods.push_back(later);
-  auto b = ValidationBlockers(pods);
+  std::vector<kube::ObjectPtr> ptrs;
+  for (const Json& p : pods) ptrs.push_back(std::make_shared<const Json>(p));
+  auto b = ValidationBlockers(ptrs);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], "node h100-2: cuda validation failed: driver 535.129.03 supports CUDA 12.2");
   EXPECT_EQ(b[1], "node h100-3: waiting on driver validation");
