@@ -112,7 +112,13 @@ bench_node() {
   epid=$!
   pids+=("$epid")
   wait_url "$url"
-  curl -sf "$url" -o "$work/body.prom"
+  # The steady body: the profiling fields (GPM) come with the second collection.
+  for _ in $(seq 50); do
+    curl -sf "$url" -o "$work/body.prom" && grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$work/body.prom" && break
+    sleep 0.1
+  done
+  grep -q '^DCGM_FI_PROF_SM_ACTIVE{' "$work/body.prom" ||
+    { echo "bench_exporter: no profiling fields after 5 s" >&2; exit 1; }
   local series bytes
   series=$(grep -c '^DCGM_FI_DEV_FB_USED{' "$work/body.prom" || true)
   bytes=$(wc -c <"$work/body.prom")

@@ -1,5 +1,8 @@
 #include "base/memory.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,6 +41,12 @@ Result<size_t> PageOutExecutable() {
     advised += end - start;
   }
   return advised;
+}
+
+void ReleaseFreeHeap() {
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace gpuop

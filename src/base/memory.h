@@ -23,4 +23,11 @@ inline constexpr std::chrono::seconds kStartupSettle{10};
 // the mappings cannot be read.
 Result<size_t> PageOutExecutable();
 
+// Hands the heap's free pages back to the kernel (glibc's malloc_trim(0),
+// which also releases whole free pages inside the heap, in every arena):
+// after a burst of parsing, what stays resident is what the process keeps.
+// A no-op under AddressSanitizer (its allocator replaces glibc's, whose
+// malloc_trim then walks an arena that was never set up) and without glibc.
+void ReleaseFreeHeap();
+
 }  // namespace gpuop

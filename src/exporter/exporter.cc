@@ -9,7 +9,19 @@ constexpr unsigned kEventWaitMs = 250;  // how soon the events thread sees a sto
 
 }  // namespace
 
-Exporter::Exporter(ExporterOptions options) : options_(std::move(options)) {}
+namespace {
+
+// GPM costs two NVML calls and two sample buffers per device: only when a
+// counter reads it.
+bool NeedsGpm(const std::vector<Counter>& counters) {
+  return std::any_of(counters.begin(), counters.end(),
+                     [](const Counter& c) { return c.field->name.starts_with("DCGM_FI_PROF_"); });
+}
+
+}  // namespace
+
+Exporter::Exporter(ExporterOptions options)
+    : options_(std::move(options)), needs_gpm_(NeedsGpm(options_.counters)) {}
 
 Exporter::~Exporter() { Stop(); }
 
@@ -132,7 +144,7 @@ void Exporter::RunCollector(std::stop_token stop) {
           ++client_generation_;
         }
         wake_cv_.notify_all();  // the events thread registers with the new client
-        gpm_ = client->NewGpmSampler();
+        if (needs_gpm_) gpm_ = client->NewGpmSampler();
         last_open_error.clear();
         LogInfo("NVML opened", {{"library", client->library_path()}});
       } else {

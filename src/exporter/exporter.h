@@ -93,6 +93,7 @@ class Exporter {
   void DropClient();
 
   const ExporterOptions options_;
+  const bool needs_gpm_;  // a counter is a profiling field
 
   mutable std::mutex mu_;
   std::condition_variable_any wake_cv_;

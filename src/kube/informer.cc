@@ -4,11 +4,8 @@
 #include <exception>
 #include <utility>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include "base/log.h"
+#include "base/memory.h"
 #include "kube/object.h"
 
 namespace gpuop::kube {
@@ -18,6 +15,10 @@ namespace {
 std::string ResourceKey(const Resource& r) { return r.group + "/" + r.version + "/" + r.resource; }
 
 using SteadyClock = std::chrono::steady_clock;
+
+// How many watch events an informer applies between two ReleaseFreeHeap
+// calls: a trim walks the heap (milliseconds at 100 MiB), so not per event.
+constexpr uint64_t kEventsBetweenHeapReleases = 1000;
 
 // Waits longer than this are treated as "no deadline" (now() + max overflows).
 constexpr auto kForever = std::chrono::hours(24 * 365);
@@ -222,13 +223,9 @@ bool Informer::ListAndReplace() {
   const size_t count = objects.size();
   ReplaceObjects(std::move(objects), std::move(resource_version));
   ++lists_;
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   // The pages' bodies and parse buffers were freed; hand free pages back so
-  // the footprint is what the cache holds. (Not under ASan: its allocator
-  // replaces glibc's, and glibc's malloc_trim then walks an arena that was
-  // never set up: a SEGV in mtrim, seen in the operator crash test.)
-  malloc_trim(0);
-#endif
+  // the footprint is what the cache holds.
+  ReleaseFreeHeap();
   LogDebug("informer listed",
            {{"informer", name_}, {"objects", count}, {"resourceVersion", LastResourceVersion()}});
   return true;
@@ -263,6 +260,10 @@ Informer::WatchEnd Informer::WatchOnce(std::stop_token stop, uint64_t* events) {
         }
         ApplyEvent(std::move(event));
         ++applied;
+        // Each event's whole object was parsed, then projected and freed: a
+        // burst leaves the heap full of holes between what the cache keeps
+        // (21 MiB of 93 at 5,000 nodes with their 10,000 operand pods).
+        if (applied % kEventsBetweenHeapReleases == 0) ReleaseFreeHeap();
         return true;
       },
       stop);

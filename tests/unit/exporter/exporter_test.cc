@@ -237,6 +237,18 @@ TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
   EXPECT_EQ(SimGpmSamples(), held - 20) << "the exporter frees every buffer it took";
 }
 
+TEST_F(ExporterTest, NoGpmSamplesWithoutAProfilingCounter) {
+  auto counters = ParseCounters("DCGM_FI_DEV_GPU_TEMP, gauge, temp.\n", "mine.csv");
+  ASSERT_TRUE(counters.ok());
+  ExporterOptions o = Options();
+  o.counters = *counters;
+  const int before = SimGpmSamples();
+  Start(std::move(o));
+  Fresh();
+  EXPECT_EQ(exporter_->gpm_samples_held(), 0u);
+  EXPECT_EQ(SimGpmSamples(), before);
+}
+
 TEST_F(ExporterTest, AmpereHasNoProfilingFields) {
   ASSERT_TRUE(sim_.Boot("dgx-a100", "exporter-a100", "state-a100"));
   Start(Options());
