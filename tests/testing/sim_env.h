@@ -7,6 +7,7 @@
 // before pointing the simulator elsewhere. Not thread-safe (setenv).
 #pragma once
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -20,6 +21,17 @@ namespace gpuop::testing {
 
 // The GPU simulator's NVML library, loaded as the driver's libnvidia-ml.so.1 is.
 inline const std::string kSimNvml = std::string(GPUOP_BINARY_DIR) + "/lib/libnvml-sim.so";
+
+// GPM sample buffers the simulator's NVML has allocated in this process and
+// not freed (its gpuopSimGpmSamples); -1 when the library is not loaded.
+inline int SimGpmSamples() {
+  void* lib = ::dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return -1;
+  auto count = reinterpret_cast<int (*)()>(::dlsym(lib, "gpuopSimGpmSamples"));
+  const int n = count ? count() : -1;
+  ::dlclose(lib);
+  return n;
+}
 
 // A fresh /tmp directory (short, for unix socket paths) and the simulator's
 // variables; on destruction the variables are unset (GPUOP_SIM_DRIVER too)

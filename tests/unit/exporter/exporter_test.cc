@@ -6,7 +6,6 @@
 // generous deadline.
 #include "exporter/exporter.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -170,16 +169,6 @@ int64_t NowMs() {
       .count();
 }
 
-// The simulator's count of GPM sample buffers allocated and not freed.
-int SimGpmSamples() {
-  void* lib = ::dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return -1;
-  auto count = reinterpret_cast<int (*)()>(::dlsym(lib, "gpuopSimGpmSamples"));
-  const int n = count ? count() : -1;
-  ::dlclose(lib);
-  return n;
-}
-
 TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
   ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, true, {"1g.10gb", "3g.40gb"}).ok());
   std::vector<Counter> counters = DefaultCounters();
@@ -223,18 +212,18 @@ TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
       << text;
 
   // Two sample buffers per device, reused collection after collection.
-  const int held = SimGpmSamples();
+  const int held = testing::SimGpmSamples();
   EXPECT_EQ(exporter_->gpm_samples_held(), 20u);
   for (int i = 0; i < 50; ++i) Fresh();
   EXPECT_EQ(exporter_->gpm_samples_held(), 20u);
-  EXPECT_EQ(SimGpmSamples(), held) << "no sample buffer leaks across collections";
+  EXPECT_EQ(testing::SimGpmSamples(), held) << "no sample buffer leaks across collections";
   // The MIG instances go: their buffers are freed.
   ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, false, {}).ok());
   Fresh();
   EXPECT_EQ(exporter_->gpm_samples_held(), 16u);
-  EXPECT_EQ(SimGpmSamples(), held - 4);
+  EXPECT_EQ(testing::SimGpmSamples(), held - 4);
   exporter_.reset();
-  EXPECT_EQ(SimGpmSamples(), held - 20) << "the exporter frees every buffer it took";
+  EXPECT_EQ(testing::SimGpmSamples(), held - 20) << "the exporter frees every buffer it took";
 }
 
 TEST_F(ExporterTest, NoGpmSamplesWithoutAProfilingCounter) {
@@ -242,11 +231,11 @@ TEST_F(ExporterTest, NoGpmSamplesWithoutAProfilingCounter) {
   ASSERT_TRUE(counters.ok());
   ExporterOptions o = Options();
   o.counters = *counters;
-  const int before = SimGpmSamples();
+  const int before = testing::SimGpmSamples();
   Start(std::move(o));
   Fresh();
   EXPECT_EQ(exporter_->gpm_samples_held(), 0u);
-  EXPECT_EQ(SimGpmSamples(), before);
+  EXPECT_EQ(testing::SimGpmSamples(), before);
 }
 
 TEST_F(ExporterTest, AmpereHasNoProfilingFields) {

@@ -4,7 +4,6 @@
 // buffers a process holds, so the sampler is held to freeing what it takes.
 #include "nvml/gpm.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -19,22 +18,10 @@
 namespace gpuop::nvml {
 namespace {
 
-using testing::kSimNvml;
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The simulator's count of GPM sample buffers allocated and not freed.
-int SimSamples() {
-  void* lib = ::dlopen(kSimNvml.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return -1;
-  auto count = reinterpret_cast<int (*)()>(::dlsym(lib, "gpuopSimGpmSamples"));
-  int n = count ? count() : -1;
-  ::dlclose(lib);
-  return n;
 }
 
 class GpmTest : public ::testing::Test {
@@ -138,7 +125,7 @@ TEST_F(GpmTest, AmpereHasNoGpm) {
 
 TEST_F(GpmTest, SamplesAreReusedSweptAndFreed) {
   Boot("dgx-h100");
-  const int before = SimSamples();
+  const int before = testing::SimGpmSamples();
   ASSERT_GE(before, 0) << "the simulator counts its GPM samples";
   ASSERT_TRUE(sim::SetMigLayout(node_.store(), 1, true, {"1g.10gb", "1g.10gb"}).ok());
   auto gpu = client_->GpuByIndex(1);
@@ -149,15 +136,15 @@ TEST_F(GpmTest, SamplesAreReusedSweptAndFreed) {
     for (const MigDevice& m : gpu->mig_devices) ASSERT_TRUE(sampler_->Read(1, m.gi_id).ok());
     sampler_->Sweep();
     ASSERT_EQ(sampler_->held_samples(), 2u * 10) << "round " << round;
-    ASSERT_EQ(SimSamples(), before + 20) << "round " << round;
+    ASSERT_EQ(testing::SimGpmSamples(), before + 20) << "round " << round;
   }
   // The MIG instances go: their buffers are freed at the next sweep.
   for (unsigned g = 0; g < 8; ++g) ASSERT_TRUE(sampler_->Read(g).ok());
   sampler_->Sweep();
   EXPECT_EQ(sampler_->held_samples(), 16u);
-  EXPECT_EQ(SimSamples(), before + 16);
+  EXPECT_EQ(testing::SimGpmSamples(), before + 16);
   sampler_.reset();
-  EXPECT_EQ(SimSamples(), before) << "the sampler frees every buffer it took";
+  EXPECT_EQ(testing::SimGpmSamples(), before) << "the sampler frees every buffer it took";
 }
 
 }  // namespace
