@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "base/log.h"
-#include "base/memory.h"
 #include "kube/object.h"
 
 namespace gpuop::kube {
@@ -147,12 +146,6 @@ bool Controller::ProcessNextItem() {
     queue_.Forget(*key);
   }
   queue_.Done(*key);
-  // A burst of reconciles (thousands of nodes joining, their pods starting)
-  // parses and frees much; once the queue is empty, hand the holes back.
-  if (++reconciles_since_heap_release_ >= kReconcilesBetweenHeapReleases && queue_.Len() == 0) {
-    reconciles_since_heap_release_ = 0;
-    ReleaseFreeHeap();
-  }
   return true;
 }
 

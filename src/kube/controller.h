@@ -103,9 +103,6 @@ class Controller {
   std::vector<const Informer*> sync_on_;                             // GUARDED_BY(mu_)
 
   std::atomic<uint64_t> reconciles_{0}, errors_{0}, exceptions_{0}, requeue_after_{0};
-  // Reconciles since the heap's free pages were last handed back (ReleaseFreeHeap).
-  static constexpr uint64_t kReconcilesBetweenHeapReleases = 100;
-  std::atomic<uint64_t> reconciles_since_heap_release_{0};
 };
 
 }  // namespace gpuop::kube
