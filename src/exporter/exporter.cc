@@ -7,10 +7,6 @@ namespace {
 
 constexpr unsigned kEventWaitMs = 250;  // how soon the events thread sees a stop
 
-}  // namespace
-
-namespace {
-
 // GPM costs two NVML calls and two sample buffers per device: only when a
 // counter reads it.
 bool NeedsGpm(const std::vector<Counter>& counters) {
@@ -171,13 +167,21 @@ void Exporter::RunCollector(std::stop_token stop) {
 std::optional<nvml::GpmMetrics> Exporter::ReadGpm(unsigned gpu, std::optional<unsigned> gi_id) {
   if (!gpm_) return std::nullopt;
   auto m = gpm_->Read(gpu, gi_id);
-  if (m.ok()) return *m;
+  const std::pair<unsigned, unsigned> device{gpu, gi_id.value_or(~0u)};
+  if (m.ok()) {
+    if (gpm_failing_.erase(device) > 0) {
+      LogInfo("GPM profiling metrics work again", {{"gpu", gpu}, {"gi", gi_id.value_or(0)}});
+    }
+    return *m;
+  }
   // A GPU without GPM is the common case, not an error: its profiling fields
   // are counted in gpuop_exporter_field_unsupported.
   if (m.status().code() != StatusCode::kNotSupported) {
     ++self_.collection_errors;
-    LogWarn("GPM profiling metrics failed; the device starts over next collection",
-            {{"gpu", gpu}, {"error", m.status()}});
+    if (gpm_failing_.insert(device).second) {  // once, not every collection
+      LogWarn("GPM profiling metrics failed; their fields are missing until a sample succeeds",
+              {{"gpu", gpu}, {"gi", gi_id.value_or(0)}, {"error", m.status()}});
+    }
   }
   return std::nullopt;
 }

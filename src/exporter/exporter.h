@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -105,6 +106,7 @@ class Exporter {
 
   // Collector-thread state, reused across collections.
   std::unique_ptr<nvml::GpmSampler> gpm_;  // of the current client; null without one
+  std::set<std::pair<unsigned, unsigned>> gpm_failing_;  // (GPU, GI or ~0u) logged as failing
   std::vector<nvml::Gpu> known_gpus_;      // last good identity per GPU index
   std::vector<bool> was_healthy_;      // per GPU index, to log changes once
   Collection collection_;
