@@ -79,7 +79,9 @@ if [ -n "$ldconfig" ]; then
   rm -rf "$ldroot" && mkdir -p "$ldroot/etc" "$ldroot/usr/lib"
   echo /usr/lib >"$ldroot/etc/ld.so.conf"
   for lib in libz.so.1 libdl.so.2; do
-    src=$("$ldconfig" -p 2>/dev/null | awk -v l="$lib" '$1 == l && /x86-64|64bit|aarch64/ {print $NF; exit}')
+    # awk reads to the end: an early exit could kill ldconfig with SIGPIPE,
+    # which pipefail turns into a failure (seen in CI, now and then).
+    src=$("$ldconfig" -p 2>/dev/null | awk -v l="$lib" '!found && $1 == l && /x86-64|64bit|aarch64/ {print $NF; found = 1}')
     [ -n "$src" ] && cp -L "$src" "$ldroot/usr/lib/$lib"
   done
   "$ldconfig" -r "$ldroot" 2>/dev/null && cp "$ldroot/etc/ld.so.cache" "$seeds/ld_cache/small.cache"
