@@ -4,17 +4,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/process.h"
@@ -452,10 +451,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
   LogInfo("cluster: ready",
           {{"api", (*server)->url()}, {"nodes", std::to_string(spec.nodes.size())}});
 
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock l(m);
-  cv.wait(l, stop, [] { return false; });
+  WaitForStop(stop);
 
   LogInfo("cluster: stopping");
   (*server)->SetNodeAction(nullptr);

@@ -3,12 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <stop_token>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/json_field.h"
 #include "base/log.h"
 #include "kube/object.h"
@@ -374,12 +374,9 @@ class DraManager::Impl {
   }
 
   void Loop(std::stop_token stop) {
-    std::mutex m;
-    std::condition_variable_any cv;
     while (!stop.stop_requested()) {
       Scan();
-      std::unique_lock l(m);
-      cv.wait_for(l, stop, opt_.scan_interval, [] { return false; });
+      RealClock().SleepFor(opt_.scan_interval, stop);
     }
   }
 

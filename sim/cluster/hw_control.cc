@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -39,9 +40,7 @@ Result<std::unique_ptr<HardwareControl>> HardwareControl::Start(const std::strin
                                                                 const std::string& seed,
                                                                 const std::string& state_dir) {
   GPUOP_ASSIGN_OR_RETURN(sim::Machine m, sim::LoadMachine(machine, seed));
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms = NowUnixMillis();
   GPUOP_ASSIGN_OR_RETURN(std::unique_ptr<sim::StateStore> store,
                          sim::StateStore::Open(m, state_dir, now_ms));
   const std::string path = node_root + kHardwareSocket;

@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
 #include "sim/nvml/visibility.h"
@@ -176,12 +177,6 @@ CUresult Guard(F&& f) noexcept {
   } catch (...) {
     return CUDA_ERROR_UNKNOWN;
   }
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string Env(const char* name) {
@@ -1018,7 +1013,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     const unsigned gpu = ctx->gpu;
     const uint64_t used = ctx->used_bytes;
     const uint32_t pid = static_cast<uint32_t>(::getpid());
-    const int64_t now = NowUnixMs();
+    const int64_t now = gpuop::NowUnixMillis();
     RecordInState(*d.session, [&](SimState& s) {
       if (gpu >= s.gpus.size()) return;
       s.gpus[gpu].last_kernel_unix_ms = now;

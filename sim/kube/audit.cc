@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
+
 namespace gpuop::simkube {
 
 AuditLog::~AuditLog() {
@@ -40,9 +42,7 @@ std::string AuditLog::FormatLine(const AuditEntry& e, int64_t unix_ms) {
 }
 
 void AuditLog::Record(const AuditEntry& e) {
-  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  const int64_t now = NowUnixMillis();
   std::lock_guard lock(mu_);
   ++total_;
   ++verbs_[e.verb];

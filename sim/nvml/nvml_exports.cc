@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "nvml/nvml_abi.h"
 #include "sim/nvml/driver_env.h"
 #include "sim/nvml/gpm.h"
@@ -148,12 +149,6 @@ nvmlReturn_t Guard(F&& f) noexcept {
   } catch (...) {
     return NVML_ERROR_UNKNOWN;
   }
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // A handle's identity: the GPU, and for instances both their IDs and creation
@@ -433,7 +428,7 @@ nvmlReturn_t CopyString(const std::string& s, char* buf, unsigned int length) {
 }
 
 Telemetry Sample(const Ctx& c) {
-  double seconds = static_cast<double>(NowUnixMs() - c.state->created_unix_ms) / 1000.0;
+  double seconds = static_cast<double>(gpuop::NowUnixMillis() - c.state->created_unix_ms) / 1000.0;
   return gpuop::sim::SampleTelemetry(c.model(), c.gpu->index, std::max(0.0, seconds));
 }
 
@@ -1106,7 +1101,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     utilization->memory = t.memory_util;
     // A CUDA kernel ran within the last sample period (libcuda-sim.so).
     if (c.rt->last_kernel_unix_ms > 0 &&
-        NowUnixMs() - c.rt->last_kernel_unix_ms < gpuop::sim::kKernelBusyWindowMs) {
+        gpuop::NowUnixMillis() - c.rt->last_kernel_unix_ms < gpuop::sim::kKernelBusyWindowMs) {
       utilization->gpu = 100;
     }
     return NVML_SUCCESS;
@@ -2080,7 +2075,7 @@ bool IsLiveSample(const nvmlGpmSample_t& s) {
 // Records the busy account of `busy` in `out` now.
 nvmlReturn_t TakeSample(const Ctx& c, const gpuop::sim::BusyTime& busy,
                         std::optional<unsigned> gi_id, uint64_t gi_serial, nvmlGpmSample_st* out) {
-  const int64_t now = NowUnixMs();
+  const int64_t now = gpuop::NowUnixMillis();
   out->taken = true;
   out->gpu_index = c.gpu->index;
   out->gi_id = gi_id;

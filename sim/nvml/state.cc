@@ -14,6 +14,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/strings.h"
 
@@ -80,12 +81,6 @@ json ProcessesToJson(const std::vector<SimProcess>& processes) {
   json out = json::array();
   for (const auto& p : processes) out.push_back({{"pid", p.pid}, {"usedBytes", p.used_bytes}});
   return out;
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
@@ -432,7 +427,7 @@ Result<std::unique_ptr<StateStore>> OpenStateFromEnv(bool require_shared) {
   }
   auto machine = LoadMachine(machine_name, seed_env ? seed_env : "");
   if (!machine.ok()) return machine.status().Annotate("GPUOP_SIM_MACHINE");
-  return StateStore::Open(*machine, dir, NowUnixMs());
+  return StateStore::Open(*machine, dir, NowUnixMillis());
 }
 
 namespace {

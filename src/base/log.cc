@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "base/clock.h"
 #include "base/strings.h"
 
 namespace gpuop {
@@ -124,9 +125,7 @@ std::string FormatLogLine(LogFormat format, LogLevel level, std::string_view msg
 
 void Log(LogLevel level, std::string_view msg, std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
-  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
+  const int64_t now = NowUnixMillis();
   std::string line =
       FormatLogLine(static_cast<LogFormat>(g_format.load()), level, msg, fields, now);
   // One write per line: concurrent loggers never interleave within a line.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/strings.h"
 #include "cli/cli.h"
@@ -218,10 +219,7 @@ int Status_(const ClusterFlags& f) {
     if (!sim_dir.empty()) {
       auto machine = sim::LoadMachine(n.value("machine", ""), n.value("seed", ""));
       if (machine.ok()) {
-        auto store = sim::StateStore::Open(*machine, sim_dir,
-                                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
+        auto store = sim::StateStore::Open(*machine, sim_dir, NowUnixMillis());
         if (store.ok()) {
           auto s = (*store)->Read();
           if (s.ok()) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/strings.h"
 #include "cli/cli.h"
 #include "sim/nvml/machine.h"
@@ -180,9 +181,7 @@ void RegisterSimGpuCommand(CLI::App& sim, const GlobalOptions&, Action* action) 
                      lo->duration.c_str());
         return kExitUsage;
       }
-      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+      const int64_t now = NowUnixMillis();
       return RunControl(
           [&](sim::StateStore& store) {
             return sim::AddLoad(store, lo->gpu, lo->gi, now, duration->count());

@@ -12,14 +12,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <tuple>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "validator/checks.h"
@@ -160,10 +159,7 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
                                           std::chrono::seconds(30));
       if (!e.ok()) return finish(Fail(e.status()));
       LogInfo("node-status exporter serving", {{"port", (*e)->port()}, {"node", o.node_name}});
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock lock(mu);
-      cv.wait(lock, stop.get_token(), [] { return false; });
+      WaitForStop(stop.get_token());
       return finish(kExitOk);
     }
     default: {

@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "base/backoff.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -651,7 +652,7 @@ void DevicePlugin::Wake() {
 void DevicePlugin::Loop(std::stop_token stop) {
   auto next_rescan = Clock::now() + options_.rescan_interval;
   auto next_register = Clock::now();
-  auto backoff = options_.register_backoff_initial;
+  int register_failures = 0;  // since the last success: the backoff's exponent
   while (!stop.stop_requested()) {
     bool restart = false, woken = false;
     {
@@ -661,7 +662,7 @@ void DevicePlugin::Loop(std::stop_token stop) {
     }
     if (restart || woken) {
       next_register = Clock::now();
-      backoff = options_.register_backoff_initial;
+      register_failures = 0;
     }
     bool pending = false;
     {
@@ -677,10 +678,11 @@ void DevicePlugin::Loop(std::stop_token stop) {
       }
       if (Clock::now() >= next_register) {
         if (RegisterPendingLocked(stop)) {
-          backoff = options_.register_backoff_initial;
+          register_failures = 0;
         } else {
-          next_register = Clock::now() + backoff;
-          backoff = std::min(backoff * 2, options_.register_backoff_max);
+          next_register = Clock::now() + ExponentialDelay(++register_failures,
+                                                          options_.register_backoff_initial,
+                                                          options_.register_backoff_max);
         }
       }
       std::lock_guard lock(mu_);

@@ -1,11 +1,11 @@
 #include "discovery/node_discovery.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 #include <system_error>
 
+#include "base/backoff.h"
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "discovery/system.h"
@@ -94,27 +94,23 @@ Result<LabelChanges> SyncNodeLabels(kube::Client& client, const NodeDiscoveryOpt
 
 void RunNodeDiscovery(kube::Client& client, const NodeDiscoveryOptions& options,
                       std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  auto retry = options.retry_initial;
+  int failures = 0;
   while (!stop.stop_requested()) {
     auto next = options.interval;
     auto changes = SyncNodeLabels(client, options);
     if (changes.ok()) {
-      retry = options.retry_initial;
+      failures = 0;
       for (const auto& [key, value] : *changes) {
         LogInfo(value ? "label set" : "label removed",
                 {{"node", options.node_name}, {"label", key}});
       }
     } else {
+      next = ExponentialDelay(++failures, options.retry_initial, options.interval);
       LogWarn(
           "node discovery pass failed",
-          {{"node", options.node_name}, {"error", changes.status()}, {"retry_ms", retry.count()}});
-      next = std::min(retry, options.interval);
-      retry = std::min(retry * 2, options.interval);
+          {{"node", options.node_name}, {"error", changes.status()}, {"retry_ms", next.count()}});
     }
-    std::unique_lock lock(mu);
-    cv.wait_for(lock, stop, next, [] { return false; });
+    RealClock().SleepFor(next, stop);
   }
 }
 

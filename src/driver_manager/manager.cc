@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -28,10 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 // Sleeps until `until` or `stop`; false when stopped.
 bool SleepUntil(Clock::time_point until, std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  return !cv.wait_until(lock, stop, until, [] { return false; }) && !stop.stop_requested();
+  return RealClock().SleepUntil(until, std::move(stop));
 }
 
 // A stop token that fires at `deadline` or when `outer` does.

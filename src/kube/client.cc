@@ -3,15 +3,15 @@
 #include <sys/stat.h>
 
 #include <cctype>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include "base/backoff.h"
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
-#include "kube/backoff.h"
 #include "kube/http_transport.h"
 #include "kube/rate_limiter.h"
 
@@ -787,11 +787,7 @@ Status Client::Impl::Watch(const Resource& r, std::string_view ns, const WatchOp
                                       {"attempt", attempt},
                                       {"reason", RetryReason(resp)},
                                       {"delay_ms", static_cast<int64_t>(delay->count())}});
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    cv.wait_for(lock, stop, *delay, [] { return false; });  // only a stop ends it early
-    if (stop.stop_requested()) return Status::Ok();
+    if (!RealClock().SleepFor(*delay, stop)) return Status::Ok();
   }
 }
 

@@ -1,9 +1,9 @@
 #include "kube/controller.h"
 
-#include <condition_variable>
 #include <exception>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "kube/object.h"
 
@@ -91,10 +91,7 @@ Status Controller::Run(std::stop_token stop) {
         }
       });
     }
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
-    cv.wait(lock, stop, [] { return false; });
+    WaitForStop(stop);
     queue_.ShutDown();
     // Leaving the scope joins the workers once their current reconcile ends.
   }

@@ -77,7 +77,7 @@ ObjectReference ReferenceTo(const Json& object, const Resource* resource) {
 
 EventRecorder::EventRecorder(Client& client, EventRecorderOptions options)
     : client_(client), options_([&] {
-        if (!options.clock) options.clock = [] { return system_clock::now(); };
+        if (!options.clock) options.clock = &RealClock();
         if (options.queue_size == 0) options.queue_size = 1;
         return std::move(options);
       }()) {
@@ -112,7 +112,7 @@ void EventRecorder::Eventf(const Json& object, EventType type, std::string_view 
 
 void EventRecorder::Event(const ObjectReference& object, EventType type, std::string_view reason,
                           std::string_view message) {
-  const system_clock::time_point now = options_.clock();
+  const system_clock::time_point now = options_.clock->Now();
   const std::string_view type_name = EventTypeName(type);
   std::string spam_key = JoinKey(
       {object.api_version, object.kind, object.namespace_, object.name, object.uid, reason});
@@ -221,7 +221,7 @@ void EventRecorder::Send(const std::string& key, const Pending& pending) {
   if (!CreateEvent(pending, pending.count, pending.first, &fresh)) return;
   sent_[key] = std::move(fresh);
   if (sent_.size() > options_.cache_size) {
-    const system_clock::time_point now = options_.clock();
+    const system_clock::time_point now = options_.clock->Now();
     std::erase_if(sent_, [&](const auto& entry) {
       return now - entry.second.last > options_.aggregation_window;
     });
@@ -278,7 +278,7 @@ std::string EventRecorder::NewEventName(const std::string& object_name) {
   // client-go names Events "<object>.<unix nanoseconds in hex>"; keep names
   // from one recorder distinct even when its clock stands still.
   int64_t nanos =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.clock().time_since_epoch())
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.clock->Now().time_since_epoch())
           .count();
   if (nanos <= last_name_nanos_) nanos = last_name_nanos_ + 1;
   last_name_nanos_ = nanos;

@@ -37,7 +37,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -45,6 +44,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/clock.h"
 #include "kube/client.h"
 #include "kube/object.h"
 #include "kube/resource.h"
@@ -76,8 +76,8 @@ struct EventRecorderOptions {
   int spam_burst = 25;
   std::chrono::seconds spam_refill_interval{300};
   size_t cache_size = 4096;  // events remembered for aggregation and spam buckets
-  // The wall clock; tests pass a fake one. Default: system_clock::now.
-  std::function<std::chrono::system_clock::time_point()> clock;
+  // The wall clock (its Now()); tests pass a FakeClock. Null: RealClock().
+  const Clock* clock = nullptr;
 };
 
 class EventRecorder {

@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/memory.h"
 #include "kube/object.h"
@@ -280,22 +281,11 @@ bool Informer::BackOff(int failures, std::stop_token stop) {
   const auto cap = BackoffDelay(failures, options_.initial_backoff, options_.max_backoff, 1.0);
   const auto delay = std::chrono::milliseconds(
       static_cast<int64_t>(static_cast<double>(cap.count()) * (0.5 + 0.5 * backoff_.Uniform())));
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait_for(lock, stop, delay, [] { return false; });
-  return !stop.stop_requested();
+  return RealClock().SleepFor(delay, std::move(stop));
 }
 
 void Informer::ResyncLoop(std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  while (true) {
-    {
-      std::unique_lock lock(mu);
-      cv.wait_for(lock, stop, options_.resync_period, [] { return false; });
-    }
-    if (stop.stop_requested()) return;
+  while (RealClock().SleepFor(options_.resync_period, stop)) {
     if (HasSynced()) Resync();
   }
 }

@@ -53,8 +53,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/backoff.h"
 #include "base/status.h"
-#include "kube/backoff.h"
 #include "kube/client.h"
 #include "kube/resource.h"
 

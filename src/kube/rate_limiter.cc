@@ -1,22 +1,20 @@
 #include "kube/rate_limiter.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <thread>
 
 namespace gpuop::kube {
 
-TokenBucket::TokenBucket(double qps, int burst, NowFn now)
+TokenBucket::TokenBucket(double qps, int burst, const Clock* clock)
     : qps_(qps),
       burst_(std::max(1, burst)),
-      now_(now ? std::move(now) : NowFn([] { return Clock::now(); })),
+      clock_(ClockOrReal(clock)),
       tokens_(burst_),
-      last_(now_()) {}
+      last_(clock_.SteadyNow()) {}
 
 std::chrono::nanoseconds TokenBucket::Reserve() {
   if (unlimited()) return std::chrono::nanoseconds(0);
   std::lock_guard lock(mu_);
-  Clock::time_point now = now_();
+  const Clock::SteadyTime now = clock_.SteadyNow();
   if (now > last_) {
     double elapsed = std::chrono::duration<double>(now - last_).count();
     tokens_ = std::min(burst_, tokens_ + elapsed * qps_);
@@ -29,14 +27,9 @@ std::chrono::nanoseconds TokenBucket::Reserve() {
 }
 
 bool TokenBucket::Wait(std::stop_token stop) {
-  std::chrono::nanoseconds wait = Reserve();
+  const std::chrono::nanoseconds wait = Reserve();
   if (wait.count() <= 0) return !stop.stop_requested();
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock lock(m);
-  // Nothing notifies cv: only a stop request ends the wait early.
-  cv.wait_for(lock, stop, wait, [] { return false; });
-  return !stop.stop_requested();
+  return clock_.SleepFor(wait, std::move(stop));
 }
 
 }  // namespace gpuop::kube

@@ -7,24 +7,24 @@
 // free, so a burst of callers is spread out at exactly `qps`. qps <= 0 means
 // no limit.
 //
-// The clock is injectable so tests can check the arithmetic without sleeping.
+// The clock is injectable (base/clock.h) so tests check the arithmetic and
+// the waits without sleeping.
 // Thread-safety: every method may be called from any thread at once.
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <mutex>
 #include <stop_token>
+
+#include "base/clock.h"
 
 namespace gpuop::kube {
 
 class TokenBucket {
  public:
-  using Clock = std::chrono::steady_clock;
-  using NowFn = std::function<Clock::time_point()>;
-
-  // The bucket starts full. burst < 1 is treated as 1.
-  TokenBucket(double qps, int burst, NowFn now = {});
+  // The bucket starts full. burst < 1 is treated as 1. `clock` (default:
+  // RealClock()) must outlive the bucket.
+  TokenBucket(double qps, int burst, const Clock* clock = nullptr);
 
   // Takes a token and returns how long the caller must wait before using it
   // (zero when one was free). The token is the caller's even if it then
@@ -40,10 +40,10 @@ class TokenBucket {
  private:
   const double qps_;
   const double burst_;
-  const NowFn now_;
+  const Clock& clock_;
   std::mutex mu_;
   double tokens_;           // GUARDED_BY(mu_); may go negative: reserved ahead
-  Clock::time_point last_;  // GUARDED_BY(mu_): when tokens_ was last brought up to date
+  Clock::SteadyTime last_;  // GUARDED_BY(mu_): when tokens_ was last brought up to date
 };
 
 }  // namespace gpuop::kube

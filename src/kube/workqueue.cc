@@ -1,16 +1,16 @@
 #include "kube/workqueue.h"
 
 #include <algorithm>
-#include <cmath>
 
+#include "base/backoff.h"
 #include "base/log.h"
 
 namespace gpuop::kube {
 
 // --- ItemRateLimiter ---
 
-ItemRateLimiter::ItemRateLimiter(RateLimiterOptions options)
-    : options_(options), bucket_(options.qps, options.burst) {}
+ItemRateLimiter::ItemRateLimiter(RateLimiterOptions options, const Clock* clock)
+    : options_(options), bucket_(options.qps, options.burst, clock) {}
 
 std::chrono::milliseconds ItemRateLimiter::When(const std::string& key) {
   int failures = 0;
@@ -18,12 +18,8 @@ std::chrono::milliseconds ItemRateLimiter::When(const std::string& key) {
     std::lock_guard lock(mu_);
     failures = failures_[key]++;
   }
-  // base * 2^failures in floating point: large exponents saturate at the cap
-  // instead of overflowing.
-  const double backoff = static_cast<double>(options_.base_delay.count()) *
-                         std::pow(2.0, static_cast<double>(std::min(failures, 62)));
-  auto delay = std::chrono::milliseconds(
-      static_cast<int64_t>(std::min(backoff, static_cast<double>(options_.max_delay.count()))));
+  // base * 2^(failures before this one), capped.
+  auto delay = ExponentialDelay(failures + 1, options_.base_delay, options_.max_delay);
   if (!bucket_.unlimited()) {
     auto overall = std::chrono::ceil<std::chrono::milliseconds>(bucket_.Reserve());
     delay = std::max(delay, overall);
@@ -45,7 +41,9 @@ int ItemRateLimiter::NumRequeues(const std::string& key) const {
 // --- WorkQueue ---
 
 WorkQueue::WorkQueue(WorkQueueOptions options)
-    : options_(std::move(options)), limiter_(options_.rate_limiter) {}
+    : options_(std::move(options)),
+      clock_(ClockOrReal(options_.clock)),
+      limiter_(options_.rate_limiter, options_.clock) {}
 
 WorkQueue::~WorkQueue() { ShutDown(); }
 
@@ -69,7 +67,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay
   }
   std::lock_guard lock(mu_);
   if (shutting_down_) return;
-  const Clock::time_point ready = Clock::now() + delay;
+  const Clock::SteadyTime ready = clock_.SteadyNow() + delay;
   auto [it, inserted] = waiting_.try_emplace(key, ready);
   if (!inserted) {
     if (it->second <= ready) return;  // an earlier add of this key stands
@@ -87,7 +85,7 @@ void WorkQueue::Forget(const std::string& key) { limiter_.Forget(key); }
 
 int WorkQueue::NumRequeues(const std::string& key) const { return limiter_.NumRequeues(key); }
 
-void WorkQueue::PromoteDueLocked(Clock::time_point now) {
+void WorkQueue::PromoteDueLocked(Clock::SteadyTime now) {
   while (!delayed_.empty() && delayed_.top().ready <= now) {
     Delayed due = delayed_.top();
     delayed_.pop();
@@ -110,7 +108,7 @@ std::optional<std::string> WorkQueue::PopLocked() {
 std::optional<std::string> WorkQueue::Get() {
   std::unique_lock lock(mu_);
   while (true) {
-    PromoteDueLocked(Clock::now());
+    PromoteDueLocked(clock_.SteadyNow());
     if (shutting_down_) return std::nullopt;
     if (!queue_.empty()) return PopLocked();
     if (delayed_.empty()) {
@@ -119,14 +117,14 @@ std::optional<std::string> WorkQueue::Get() {
       // A copy: wait_until keeps reading its argument while the lock is
       // released, and another thread's AddAfter may reallocate the heap.
       const auto next = delayed_.top().ready;
-      cv_.wait_until(lock, next);
+      clock_.WaitUntil(lock, cv_, next);
     }
   }
 }
 
 std::optional<std::string> WorkQueue::TryGet() {
   std::lock_guard lock(mu_);
-  PromoteDueLocked(Clock::now());
+  PromoteDueLocked(clock_.SteadyNow());
   return PopLocked();
 }
 
@@ -142,13 +140,13 @@ void WorkQueue::Done(const std::string& key) {
 
 size_t WorkQueue::Len() {
   std::lock_guard lock(mu_);
-  PromoteDueLocked(Clock::now());
+  PromoteDueLocked(clock_.SteadyNow());
   return queue_.size();
 }
 
 size_t WorkQueue::DelayedLen() {
   std::lock_guard lock(mu_);
-  PromoteDueLocked(Clock::now());
+  PromoteDueLocked(clock_.SteadyNow());
   return waiting_.size();
 }
 

@@ -32,6 +32,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/clock.h"
 #include "kube/rate_limiter.h"
 
 namespace gpuop::kube {
@@ -51,7 +52,7 @@ struct RateLimiterOptions {
 // Thread-safety: every method may be called from any thread.
 class ItemRateLimiter {
  public:
-  explicit ItemRateLimiter(RateLimiterOptions options = {});
+  explicit ItemRateLimiter(RateLimiterOptions options = {}, const Clock* clock = nullptr);
   // The delay before the key's next try; counts one more failure.
   std::chrono::milliseconds When(const std::string& key);
   // The key succeeded: its next failure starts from base_delay again.
@@ -69,12 +70,13 @@ class ItemRateLimiter {
 struct WorkQueueOptions {
   std::string name;  // for logs
   RateLimiterOptions rate_limiter;
+  // Delays and the rate limiter's bucket run on it; null: RealClock(). Tests
+  // pass a FakeClock. It must outlive the queue.
+  const Clock* clock = nullptr;
 };
 
 class WorkQueue {
  public:
-  using Clock = std::chrono::steady_clock;
-
   explicit WorkQueue(WorkQueueOptions options = {});
   ~WorkQueue();  // ShutDown()
   WorkQueue(const WorkQueue&) = delete;
@@ -110,7 +112,7 @@ class WorkQueue {
 
  private:
   struct Delayed {
-    Clock::time_point ready;
+    Clock::SteadyTime ready;
     uint64_t seq;  // FIFO among equal times
     std::string key;
     bool operator>(const Delayed& o) const {
@@ -120,10 +122,11 @@ class WorkQueue {
 
   // REQUIRES: mu_ held.
   void AddLocked(const std::string& key);
-  void PromoteDueLocked(Clock::time_point now);
+  void PromoteDueLocked(Clock::SteadyTime now);
   std::optional<std::string> PopLocked();
 
   const WorkQueueOptions options_;
+  const Clock& clock_;
   ItemRateLimiter limiter_;
 
   mutable std::mutex mu_;
@@ -134,7 +137,7 @@ class WorkQueue {
   // Delayed keys: a heap by due time, and each key's earliest due time (heap
   // entries that no longer match it are stale and skipped).
   std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>> delayed_;  // GUARDED_BY(mu_)
-  std::unordered_map<std::string, Clock::time_point> waiting_;                  // GUARDED_BY(mu_)
+  std::unordered_map<std::string, Clock::SteadyTime> waiting_;                  // GUARDED_BY(mu_)
   uint64_t seq_ = 0;                                                            // GUARDED_BY(mu_)
   bool shutting_down_ = false;                                                  // GUARDED_BY(mu_)
 };

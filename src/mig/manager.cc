@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -122,11 +123,7 @@ Status Manager::WaitForClientsGone(std::stop_token stop) {
       LogWarn("listing the GPU client pods failed; retrying", {{"error", pods.status()}});
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    cv.wait_for(lock, stop, options_.poll_interval, [] { return false; });
-    if (stop.stop_requested()) {
+    if (!RealClock().SleepFor(options_.poll_interval, stop)) {
       return Aborted("stopping while waiting for the GPU clients to leave");
     }
   }

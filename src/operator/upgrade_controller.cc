@@ -134,7 +134,7 @@ kube::ReconcileResult UpgradeController::Reconcile() {
 
   up::ClusterInput in;
   in.policy = config.policy;
-  in.now = options_.clock();
+  in.now = ClockOrReal(options_.clock).Now();
   std::vector<Json> revisions;
   for (const kube::ObjectPtr& r : revisions_->List()) revisions.push_back(*r);
   for (const kube::ObjectPtr& ds : daemonsets_->List()) {

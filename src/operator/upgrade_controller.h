@@ -29,6 +29,7 @@
 #include <stop_token>
 #include <string>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/controller.h"
@@ -63,7 +64,7 @@ struct UpgradeConfig {
 struct UpgradeControllerOptions {
   std::string namespace_ = "gpu-operator";  // where the driver and validator pods run
   std::function<UpgradeConfig()> config;    // read at every pass
-  std::function<upgrade::TimePoint()> clock = [] { return std::chrono::system_clock::now(); };
+  const Clock* clock = nullptr;             // its Now(); null: RealClock()
 };
 
 class UpgradeController {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/backoff.h"
 #include "base/strings.h"
 #include "host/driver_ready.h"
 
@@ -106,9 +107,8 @@ std::string_view ToolkitPhaseName(ToolkitPhase phase) {
 }
 
 std::chrono::milliseconds ToolkitCore::Backoff() const {
-  auto d = timing_.retry_min;
-  for (unsigned i = 1; i < streak_ && d < timing_.retry_max; ++i) d *= 2;
-  return std::min(d, timing_.retry_max);
+  return ExponentialDelay(static_cast<int>(std::min(streak_, 64u)), timing_.retry_min,
+                          timing_.retry_max);
 }
 
 ToolkitDecision ToolkitCore::Decide(unsigned triggers, const Result<Fingerprint>& observed,

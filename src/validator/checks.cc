@@ -2,9 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <condition_variable>
-#include <mutex>
-
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/strings.h"
 #include "host/driver_files.h"
@@ -253,10 +251,9 @@ Result<int64_t> WaitForPluginResources(kube::Client& client, const Options& o,
 }
 
 bool SleepFor(double seconds, std::stop_token stop) {
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  return !cv.wait_for(lock, stop, std::chrono::duration<double>(seconds), [] { return false; });
+  return RealClock().SleepFor(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)),
+      std::move(stop));
 }
 
 }  // namespace gpuop::validator

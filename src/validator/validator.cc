@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "kube/object.h"
@@ -139,10 +138,7 @@ Status Cleanup(const std::string& output_dir) {
 Status RunMain(const Options& o, std::stop_token stop) {
   LogInfo("all validations are successful; holding the node's validations",
           {{"node", o.node_name}, {"dir", o.OutputDir()}});
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock(mu);
-  cv.wait(lock, stop, [] { return false; });
+  WaitForStop(stop);
   LogInfo("stopping: removing the *-ready files", {{"dir", o.OutputDir()}});
   return Cleanup(o.OutputDir());
 }

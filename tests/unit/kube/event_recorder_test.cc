@@ -27,19 +27,8 @@ using ::testing::StartsWith;
 
 constexpr milliseconds kFlush{20000};
 
-// A wall clock that moves only when told.
-class FakeClock {
- public:
-  system_clock::time_point Now() const { return start_ + offset_.load(); }
-  void Advance(system_clock::duration d) { offset_ = offset_.load() + d; }
-  std::function<system_clock::time_point()> Function() {
-    return [this] { return Now(); };
-  }
-
- private:
-  system_clock::time_point start_ = std::chrono::floor<seconds>(system_clock::now());
-  std::atomic<system_clock::duration> offset_{system_clock::duration::zero()};
-};
+// Events' times near the real time: the fake clock starts at this second.
+Clock::WallTime ThisSecond() { return std::chrono::floor<seconds>(system_clock::now()); }
 
 class EventRecorderTest : public ::testing::Test {
  protected:
@@ -149,9 +138,9 @@ TEST_F(EventRecorderTest, OneEventCreatesAnEventWithTheFieldsKubectlShows) {
 
 TEST_F(EventRecorderTest, TenIdenticalEventsBecomeOneEventWithCountTen) {
   const Json cm = StoredObject("cm");
-  FakeClock clock;
+  FakeClock clock(ThisSecond());
   EventRecorderOptions options = Options();
-  options.clock = clock.Function();
+  options.clock = &clock;
   EventRecorder recorder(*client_, options);
   // 1 creates; 4 and then 5 more aggregate (by PATCH, or folded in the queue).
   for (int batch : {1, 4, 5}) {
@@ -270,9 +259,9 @@ TEST_F(EventRecorderTest, FullQueueDropsAndCountsWithoutBlocking) {
 
 TEST_F(EventRecorderTest, RepeatAfterTheAggregationWindowIsANewEvent) {
   const Json cm = StoredObject("cm");
-  FakeClock clock;
+  FakeClock clock(ThisSecond());
   EventRecorderOptions options = Options();
-  options.clock = clock.Function();
+  options.clock = &clock;
   EventRecorder recorder(*client_, options);
   recorder.Event(cm, EventType::kNormal, "Synced", "ok");
   ASSERT_TRUE(recorder.Flush(kFlush));
@@ -308,9 +297,9 @@ TEST_F(EventRecorderTest, DeletedEventIsCreatedAgainWithTheWholeCount) {
 TEST_F(EventRecorderTest, SpamFilterCapsEventsPerObjectAndReason) {
   const Json cm = StoredObject("noisy");
   const Json quiet = StoredObject("quiet");
-  FakeClock clock;
+  FakeClock clock(ThisSecond());
   EventRecorderOptions options = Options();
-  options.clock = clock.Function();
+  options.clock = &clock;
   options.spam_burst = 3;
   options.spam_refill_interval = seconds(60);
   EventRecorder recorder(*client_, options);

@@ -7,7 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
+
+#include "base/clock.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::kube {
 namespace {
@@ -15,20 +19,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
-class FakeClock {
- public:
-  TokenBucket::NowFn fn() {
-    return [this] { return now_; };
-  }
-  void Advance(nanoseconds d) { now_ += d; }
-
- private:
-  TokenBucket::Clock::time_point now_{};
-};
-
 TEST(RateLimiterTokenBucketTest, BurstIsFreeThenTokensComeAtQps) {
   FakeClock clock;
-  TokenBucket bucket(10, 3, clock.fn());
+  TokenBucket bucket(10, 3, &clock);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(bucket.Reserve(), nanoseconds(0)) << i;
   // Queued callers each wait one more token's time: 100 ms apart at 10 qps.
   EXPECT_EQ(bucket.Reserve(), milliseconds(100));
@@ -39,7 +32,7 @@ TEST(RateLimiterTokenBucketTest, BurstIsFreeThenTokensComeAtQps) {
 
 TEST(RateLimiterTokenBucketTest, IdleRefillsUpToTheBurstOnly) {
   FakeClock clock;
-  TokenBucket bucket(2, 2, clock.fn());
+  TokenBucket bucket(2, 2, &clock);
   EXPECT_EQ(bucket.Reserve(), nanoseconds(0));
   EXPECT_EQ(bucket.Reserve(), nanoseconds(0));
   clock.Advance(std::chrono::hours(1));
@@ -50,27 +43,38 @@ TEST(RateLimiterTokenBucketTest, IdleRefillsUpToTheBurstOnly) {
 
 TEST(RateLimiterTokenBucketTest, NonPositiveQpsIsUnlimited) {
   FakeClock clock;
-  TokenBucket bucket(0, 1, clock.fn());
+  TokenBucket bucket(0, 1, &clock);
   EXPECT_TRUE(bucket.unlimited());
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(bucket.Reserve(), nanoseconds(0));
   EXPECT_TRUE(bucket.Wait());
   // A burst below one still lets one request through.
-  TokenBucket tiny(1, 0, clock.fn());
+  TokenBucket tiny(1, 0, &clock);
   EXPECT_EQ(tiny.Reserve(), nanoseconds(0));
   EXPECT_EQ(tiny.Reserve(), std::chrono::seconds(1));
 }
 
+TEST(RateLimiterTokenBucketTest, WaitSleepsOnTheClockUntilTheToken) {
+  FakeClock clock;
+  TokenBucket bucket(1.0 / 60, 1, &clock);  // one token a minute
+  EXPECT_TRUE(bucket.Wait());
+  auto waited = std::async(std::launch::async, [&] { return bucket.Wait(); });
+  ASSERT_TRUE(testing::WaitFor([&] { return clock.waiters() == 1; }));
+  EXPECT_EQ(waited.wait_for(milliseconds(0)), std::future_status::timeout);
+  clock.Advance(std::chrono::minutes(1));
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_TRUE(waited.get());
+}
+
 TEST(RateLimiterTokenBucketTest, StopCutsAWaitShort) {
-  // Real clock: one token an hour, so the second Wait would block for an hour.
-  TokenBucket bucket(1.0 / 3600, 1);
+  FakeClock clock;  // never advanced: the second Wait would block for ever
+  TokenBucket bucket(1.0 / 3600, 1, &clock);
   EXPECT_TRUE(bucket.Wait());
   std::stop_source stop;
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(milliseconds(20));
-    stop.request_stop();
-  });
-  EXPECT_FALSE(bucket.Wait(stop.get_token()));
-  stopper.join();
+  auto waited = std::async(std::launch::async, [&] { return bucket.Wait(stop.get_token()); });
+  ASSERT_TRUE(testing::WaitFor([&] { return clock.waiters() == 1; }));
+  stop.request_stop();
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_FALSE(waited.get());
 }
 
 }  // namespace

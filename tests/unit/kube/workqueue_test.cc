@@ -1,6 +1,6 @@
 // WorkQueue and ItemRateLimiter (src/kube/workqueue.h): de-duplication, one
 // worker per key at a time, delayed adds, per-key exponential backoff with
-// Forget, the overall token bucket, and shutdown.
+// Forget, the overall token bucket, and shutdown. Delays run on a fake clock.
 #include "kube/workqueue.h"
 
 #include <gtest/gtest.h>
@@ -10,22 +10,22 @@
 #include <map>
 #include <thread>
 
+#include "base/clock.h"
+#include "tests/testing/wait.h"
+
 namespace gpuop::kube {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::WaitFor;
 
 constexpr auto kDeadline = seconds(20);
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::steady_clock::duration timeout = kDeadline) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return pred();
+WorkQueueOptions OnClock(const FakeClock& clock) {
+  WorkQueueOptions options;
+  options.clock = &clock;
+  return options;
 }
 
 TEST(WorkQueueTest, AddsAreDeduplicated) {
@@ -96,7 +96,8 @@ TEST(WorkQueueTest, WorkersNeverHoldTheSameKeyAtOnce) {
 }
 
 TEST(WorkQueueTest, AddAfterHandsKeysOutInDueOrder) {
-  WorkQueue queue;
+  FakeClock clock;
+  WorkQueue queue(OnClock(clock));
   queue.AddAfter("late", milliseconds(300));
   queue.AddAfter("early", milliseconds(30));
   queue.Add("now");
@@ -104,28 +105,53 @@ TEST(WorkQueueTest, AddAfterHandsKeysOutInDueOrder) {
   EXPECT_EQ(queue.DelayedLen(), 2u);
   EXPECT_EQ(queue.Get(), "now");
   EXPECT_EQ(queue.Get(), "also-now");
-  EXPECT_EQ(queue.Get(), "early");  // Get waits for the due time
-  EXPECT_EQ(queue.Get(), "late");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+  clock.Advance(milliseconds(29));
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+  clock.Advance(milliseconds(1));
+  EXPECT_EQ(queue.TryGet(), "early");
+  clock.Advance(milliseconds(270));
+  EXPECT_EQ(queue.TryGet(), "late");
   EXPECT_EQ(queue.DelayedLen(), 0u);
 }
 
+TEST(WorkQueueTest, GetWaitsForTheDueTime) {
+  FakeClock clock;
+  WorkQueue queue(OnClock(clock));
+  queue.AddAfter("k", std::chrono::minutes(5));
+  auto got = std::async(std::launch::async, [&] { return queue.Get(); });
+  ASSERT_TRUE(WaitFor([&] { return clock.waiters() == 1; }));
+  clock.Advance(std::chrono::minutes(4));
+  ASSERT_TRUE(WaitFor([&] { return clock.waiters() == 1; }));
+  EXPECT_EQ(got.wait_for(milliseconds(0)), std::future_status::timeout);
+  clock.Advance(std::chrono::minutes(1));
+  ASSERT_EQ(got.wait_for(kDeadline), std::future_status::ready);
+  EXPECT_EQ(got.get(), "k");
+}
+
 TEST(WorkQueueTest, EarlierAddAfterWinsOverALaterOne) {
-  WorkQueue queue;
+  FakeClock clock;
+  WorkQueue queue(OnClock(clock));
   queue.AddAfter("k", std::chrono::hours(1));
   queue.AddAfter("k", milliseconds(10));
   queue.AddAfter("k", std::chrono::hours(2));  // later than the pending one: ignored
   EXPECT_EQ(queue.DelayedLen(), 1u);
-  std::optional<std::string> got;
-  ASSERT_TRUE(WaitFor([&] { return (got = queue.TryGet()).has_value(); }));
-  EXPECT_EQ(*got, "k");
+  clock.Advance(milliseconds(10));
+  EXPECT_EQ(queue.TryGet(), "k");
   EXPECT_EQ(queue.DelayedLen(), 0u);
+  queue.Done("k");
+  clock.Advance(std::chrono::hours(3));  // the hour-long adds left nothing behind
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
 }
 
 TEST(WorkQueueTest, DelayedKeyIsDeduplicatedWithAQueuedOne) {
-  WorkQueue queue;
+  FakeClock clock;
+  WorkQueue queue(OnClock(clock));
   queue.Add("k");
   queue.AddAfter("k", milliseconds(5));
-  ASSERT_TRUE(WaitFor([&] { return queue.DelayedLen() == 0 && queue.Len() == 1; }));
+  clock.Advance(milliseconds(5));
+  EXPECT_EQ(queue.DelayedLen(), 0u);
+  EXPECT_EQ(queue.Len(), 1u);
   EXPECT_EQ(queue.Get(), "k");
   EXPECT_EQ(queue.TryGet(), std::nullopt);
 }
@@ -158,21 +184,29 @@ TEST(ItemRateLimiterTest, OverallTokenBucketSpreadsABurst) {
   options.base_delay = milliseconds(1);
   options.qps = 10;
   options.burst = 2;
-  ItemRateLimiter limiter(options);
+  FakeClock clock;
+  ItemRateLimiter limiter(options, &clock);
   EXPECT_EQ(limiter.When("a"), milliseconds(1));
   EXPECT_EQ(limiter.When("b"), milliseconds(1));
-  // The bucket is empty: the third waits about 1/qps, whatever its own backoff.
-  EXPECT_GE(limiter.When("c"), milliseconds(50));
+  // The bucket is empty: the third waits 1/qps, whatever its own backoff.
+  EXPECT_EQ(limiter.When("c"), milliseconds(100));
+  clock.Advance(milliseconds(100));
+  EXPECT_EQ(limiter.When("d"), milliseconds(100));
 }
 
 TEST(WorkQueueTest, AddRateLimitedBacksOffUntilForgotten) {
-  WorkQueueOptions options;
+  FakeClock clock;
+  WorkQueueOptions options = OnClock(clock);
   options.rate_limiter.base_delay = milliseconds(1);
   WorkQueue queue(options);
   for (int attempt = 1; attempt <= 3; ++attempt) {
     queue.AddRateLimited("k");
     EXPECT_EQ(queue.NumRequeues("k"), attempt);
-    EXPECT_EQ(queue.Get(), "k");
+    const milliseconds backoff(1 << (attempt - 1));  // 1, 2, 4 ms
+    clock.Advance(backoff - milliseconds(1));
+    EXPECT_EQ(queue.TryGet(), std::nullopt) << attempt;
+    clock.Advance(milliseconds(1));
+    EXPECT_EQ(queue.TryGet(), "k") << attempt;
     queue.Done("k");
   }
   queue.Forget("k");

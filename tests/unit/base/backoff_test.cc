@@ -1,11 +1,11 @@
-// Retry delays (src/kube/backoff.h): exponential growth from the initial
-// delay, capped at the maximum, scaled by the full-jitter draw, and a seeded
-// Backoff that stays within those bounds.
-#include "kube/backoff.h"
+// Retry delays (src/base/backoff.h): exponential growth from the initial
+// delay, capped at the maximum, with and without the full-jitter draw, and a
+// seeded Backoff that stays within those bounds.
+#include "base/backoff.h"
 
 #include <gtest/gtest.h>
 
-namespace gpuop::kube {
+namespace gpuop {
 namespace {
 
 using std::chrono::milliseconds;
@@ -20,6 +20,16 @@ TEST(BackoffTest, DoublesUpToTheCap) {
   EXPECT_EQ(BackoffDelay(4, initial, max, 1.0), milliseconds(800));
   EXPECT_EQ(BackoffDelay(5, initial, max, 1.0), milliseconds(1000));
   EXPECT_EQ(BackoffDelay(500, initial, max, 1.0), milliseconds(1000));  // no overflow
+}
+
+TEST(BackoffTest, ExponentialDelayHasNoJitter) {
+  const milliseconds initial(5), max(1000000);
+  EXPECT_EQ(ExponentialDelay(1, initial, max), milliseconds(5));
+  EXPECT_EQ(ExponentialDelay(2, initial, max), milliseconds(10));
+  EXPECT_EQ(ExponentialDelay(11, initial, max), milliseconds(5120));
+  EXPECT_EQ(ExponentialDelay(0, initial, max), milliseconds(5));  // below 1 counts as 1
+  EXPECT_EQ(ExponentialDelay(40, initial, max), max);             // past 2^30 still capped
+  EXPECT_EQ(ExponentialDelay(1000, initial, max), max);
 }
 
 TEST(BackoffTest, FullJitterScalesTheCap) {
@@ -50,4 +60,4 @@ TEST(BackoffTest, DrawsStayWithinBoundsAndVary) {
 }
 
 }  // namespace
-}  // namespace gpuop::kube
+}  // namespace gpuop
