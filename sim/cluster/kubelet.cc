@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/json_field.h"
 #include "base/log.h"
@@ -88,8 +89,7 @@ std::string StableId(const std::string& name) {
 }
 
 // One container's answers for several resources, as the kubelet combines them.
-void MergeAllocation(const deviceplugin::ContainerAllocation& a,
-                     deviceplugin::ContainerAllocation& into) {
+void MergeAllocation(const kubelet::ContainerAllocation& a, kubelet::ContainerAllocation& into) {
   for (const auto& [k, v] : a.envs) into.envs[k] = v;
   into.mounts.insert(into.mounts.end(), a.mounts.begin(), a.mounts.end());
   into.devices.insert(into.devices.end(), a.devices.begin(), a.devices.end());
@@ -305,9 +305,9 @@ class Kubelet::Impl {
   std::map<std::string, std::vector<std::string>> log_files_;
 
   // Device manager.
-  Result<std::map<std::string, deviceplugin::ContainerAllocation>> Admit(const Json& pod,
-                                                                         const std::string& uid,
-                                                                         std::string* reason);
+  Result<std::map<std::string, kubelet::ContainerAllocation>> Admit(const Json& pod,
+                                                                    const std::string& uid,
+                                                                    std::string* reason);
   void ReleaseDevices(const std::string& uid);
   void PublishPodResources();
 
@@ -543,18 +543,15 @@ void Kubelet::Impl::NodeLoop(std::stop_token stop) {
         (void)client_->Apply(kube::resources::kLeases, lease, "kubelet");
       }
     }
-    std::mutex m;
-    std::unique_lock l(m);
-    std::condition_variable_any cv;
-    cv.wait_for(l, stop, 1s, [] { return false; });
+    RealClock().SleepFor(1s, stop);
   }
 }
 
 // ---- device manager ---------------------------------------------------------
 
-Result<std::map<std::string, deviceplugin::ContainerAllocation>> Kubelet::Impl::Admit(
+Result<std::map<std::string, kubelet::ContainerAllocation>> Kubelet::Impl::Admit(
     const Json& pod, const std::string& uid, std::string* reason) {
-  std::map<std::string, deviceplugin::ContainerAllocation> out;
+  std::map<std::string, kubelet::ContainerAllocation> out;
   std::lock_guard l(mu_);
   if (assigned_.count(
           uid)) {  // admitted before (a restart of the worker): ask again for the same ids
@@ -722,7 +719,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
 
   std::map<std::string, std::string> volumes;
   bool volumes_ready = false, sandbox_ready = false, admitted = false;
-  std::map<std::string, deviceplugin::ContainerAllocation> allocations;
+  std::map<std::string, kubelet::ContainerAllocation> allocations;
   std::map<std::string, std::vector<std::string>> claim_devices;  // container → CDI ids (DRA)
   std::string last_claims_error;
   std::string pod_failure_reason, pod_failure_message;

@@ -21,9 +21,9 @@
 namespace gpuop::sim {
 namespace {
 
-using deviceplugin::ContainerAllocation;
-using deviceplugin::PluginDevice;
+using kubelet::ContainerAllocation;
 using kubelet::FromGrpcStatus;
+using kubelet::PluginDevice;
 
 // Why the kubelet would refuse this request; empty when it would not.
 std::string RegistrationError(const KubeletRegistration& r) {

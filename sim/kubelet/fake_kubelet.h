@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "deviceplugin/types.h"
+#include "kubelet/device_plugin_types.h"
 
 namespace gpuop::sim {
 
@@ -61,7 +61,7 @@ struct PluginOptions {
 
 class FakeKubelet {
  public:
-  using DevicePredicate = std::function<bool(const std::vector<deviceplugin::PluginDevice>&)>;
+  using DevicePredicate = std::function<bool(const std::vector<kubelet::PluginDevice>&)>;
 
   // Creates `dir` if needed and serves Registration on <dir>/kubelet.sock
   // (a stale socket there is replaced). <dir>/kubelet.sock must stay under
@@ -83,14 +83,14 @@ class FakeKubelet {
                                                   std::chrono::milliseconds timeout) const;
 
   // The latest list ListAndWatch delivered for `resource` (empty before one).
-  std::vector<deviceplugin::PluginDevice> Devices(const std::string& resource) const;
+  std::vector<kubelet::PluginDevice> Devices(const std::string& resource) const;
   // Lists received for `resource` since it (re)registered.
   uint64_t ListAndWatchUpdates(const std::string& resource) const;
   // True while the ListAndWatch stream of `resource` is open.
   bool StreamOpen(const std::string& resource) const;
   // Waits until a list has arrived for `resource` and `pred` holds for the
   // latest one; returns it, or DeadlineExceeded showing the last list seen.
-  Result<std::vector<deviceplugin::PluginDevice>> WaitForDevices(
+  Result<std::vector<kubelet::PluginDevice>> WaitForDevices(
       const std::string& resource, const DevicePredicate& pred,
       std::chrono::milliseconds timeout) const;
   // Waits until the ListAndWatch stream of `resource` has ended; its final
@@ -100,9 +100,9 @@ class FakeKubelet {
 
   // Calls to the plugin registered for `resource`. Errors: NotFound when no
   // plugin is registered for it, else the plugin's gRPC error, message kept.
-  Result<deviceplugin::ContainerAllocation> Allocate(const std::string& resource,
-                                                     const std::vector<std::string>& ids);
-  Result<std::vector<deviceplugin::ContainerAllocation>> AllocateContainers(
+  Result<kubelet::ContainerAllocation> Allocate(const std::string& resource,
+                                                const std::vector<std::string>& ids);
+  Result<std::vector<kubelet::ContainerAllocation>> AllocateContainers(
       const std::string& resource, const std::vector<std::vector<std::string>>& containers);
   Result<std::vector<std::string>> GetPreferredAllocation(
       const std::string& resource, const std::vector<std::string>& available,

@@ -1,44 +1,14 @@
-// The plain values the device plugin's parts exchange: what is advertised to
-// the kubelet (PluginDevice) and what one container gets (ContainerAllocation).
-// The gRPC adapter (server.h) converts them to and from the v1beta1 protos;
-// the pure cores (resources.h, allocate.h, preferred.h, health.h) never see a
-// proto. All types are copyable values, safe to pass between threads.
+// The kubelet API's device values (kubelet/device_plugin_types.h) by the names
+// the device plugin's cores use.
 #pragma once
 
-#include <map>
-#include <string>
-#include <vector>
+#include "kubelet/device_plugin_types.h"
 
 namespace gpuop::deviceplugin {
 
-// One device as ListAndWatch advertises it.
-struct PluginDevice {
-  std::string id;        // GPU/MIG UUID, "<uuid>::<n>" for a replica, or "i"/"i:j" (index IDs)
-  bool healthy = true;   // "Healthy" / "Unhealthy"
-  int numa_node = -1;    // TopologyInfo; -1: none sent
-  bool operator==(const PluginDevice&) const = default;
-};
-
-struct Mount {
-  std::string container_path, host_path;
-  bool read_only = true;
-  bool operator==(const Mount&) const = default;
-};
-
-struct DeviceSpec {
-  std::string container_path, host_path;
-  std::string permissions = "rw";
-  bool operator==(const DeviceSpec&) const = default;
-};
-
-// ContainerAllocateResponse, field for field.
-struct ContainerAllocation {
-  std::map<std::string, std::string> envs;
-  std::vector<Mount> mounts;
-  std::vector<DeviceSpec> devices;
-  std::map<std::string, std::string> annotations;
-  std::vector<std::string> cdi_devices;  // fully qualified CDI names
-  bool operator==(const ContainerAllocation&) const = default;
-};
+using kubelet::ContainerAllocation;
+using kubelet::DeviceSpec;
+using kubelet::Mount;
+using kubelet::PluginDevice;
 
 }  // namespace gpuop::deviceplugin

@@ -19,9 +19,6 @@
 namespace gpuop::kubelet {
 namespace {
 
-using deviceplugin::ContainerAllocation;
-using deviceplugin::PluginDevice;
-
 // How long in-flight calls get once Stop() has begun.
 constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "deviceplugin/types.h"
+#include "kubelet/device_plugin_types.h"
 
 namespace gpuop::kubelet {
 
@@ -35,7 +35,7 @@ struct DevicePluginCallbacks {
   // One AllocateRequest: the device IDs of each container, in request order.
   // Must return exactly one allocation per container (a mismatch is an
   // INTERNAL error to the kubelet). Unset: Allocate answers UNIMPLEMENTED.
-  std::function<Result<std::vector<deviceplugin::ContainerAllocation>>(
+  std::function<Result<std::vector<ContainerAllocation>>(
       const std::vector<std::vector<std::string>>& container_device_ids)>
       allocate;
   // One container of a PreferredAllocationRequest. Unset: UNIMPLEMENTED.
@@ -83,8 +83,8 @@ class DevicePluginServer {
 
   // Replaces the advertised list and pushes it, whole, to every open
   // ListAndWatch stream. Later streams start with it.
-  void SetDevices(std::vector<deviceplugin::PluginDevice> devices);
-  std::vector<deviceplugin::PluginDevice> Devices() const;
+  void SetDevices(std::vector<PluginDevice> devices);
+  std::vector<PluginDevice> Devices() const;
 
   // Ends every ListAndWatch stream (status OK, as the NVIDIA plugin does when
   // it stops), shuts the server down (in-flight calls get at most ~200 ms)

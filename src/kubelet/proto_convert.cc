@@ -4,9 +4,6 @@
 
 namespace gpuop::kubelet {
 
-using deviceplugin::ContainerAllocation;
-using deviceplugin::PluginDevice;
-
 void ToProto(const PluginDevice& in, v1beta1::Device* out) {
   out->set_id(in.id);
   out->set_health(std::string(in.healthy ? kHealthy : kUnhealthy));

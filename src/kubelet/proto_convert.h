@@ -1,5 +1,5 @@
 // Conversions between the kubelet's v1beta1 protos and gpuop's plain device
-// plugin values (deviceplugin/types.h), and between gRPC and gpuop statuses.
+// plugin values (kubelet/device_plugin_types.h), and between gRPC and gpuop statuses.
 // The rest of gpuop never sees a proto: only src/kubelet and sim/kubelet do.
 // Pure functions; thread-safe.
 #pragma once
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "deviceplugin/types.h"
 #include "deviceplugin/v1beta1/api.pb.h"
+#include "kubelet/device_plugin_types.h"
 
 namespace gpuop::kubelet {
 
@@ -20,17 +20,15 @@ inline constexpr std::string_view kHealthy = "Healthy";
 inline constexpr std::string_view kUnhealthy = "Unhealthy";
 
 // A device with numa_node < 0 carries no topology.
-void ToProto(const deviceplugin::PluginDevice& in, v1beta1::Device* out);
+void ToProto(const PluginDevice& in, v1beta1::Device* out);
 // Any health other than "Healthy" reads as unhealthy; the first NUMA node wins.
-deviceplugin::PluginDevice FromProto(const v1beta1::Device& in);
+PluginDevice FromProto(const v1beta1::Device& in);
 
-void ToProto(const deviceplugin::ContainerAllocation& in, v1beta1::ContainerAllocateResponse* out);
-deviceplugin::ContainerAllocation FromProto(const v1beta1::ContainerAllocateResponse& in);
+void ToProto(const ContainerAllocation& in, v1beta1::ContainerAllocateResponse* out);
+ContainerAllocation FromProto(const v1beta1::ContainerAllocateResponse& in);
 
-v1beta1::ListAndWatchResponse ToListAndWatchResponse(
-    const std::vector<deviceplugin::PluginDevice>& devices);
-std::vector<deviceplugin::PluginDevice> FromListAndWatchResponse(
-    const v1beta1::ListAndWatchResponse& in);
+v1beta1::ListAndWatchResponse ToListAndWatchResponse(const std::vector<PluginDevice>& devices);
+std::vector<PluginDevice> FromListAndWatchResponse(const v1beta1::ListAndWatchResponse& in);
 
 // The gRPC status a failed callback becomes: same message (never empty), the
 // nearest code (InvalidArgument → INVALID_ARGUMENT, Internal → INTERNAL, ...).

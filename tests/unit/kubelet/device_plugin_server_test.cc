@@ -16,8 +16,8 @@
 namespace gpuop::kubelet {
 namespace {
 
-using deviceplugin::ContainerAllocation;
-using deviceplugin::PluginDevice;
+using kubelet::ContainerAllocation;
+using kubelet::PluginDevice;
 using std::chrono_literals::operator""s;
 using testing::ShortTempDir;
 
@@ -178,12 +178,12 @@ TEST_F(KubeletDevicePluginServerTest, AllocateCarriesEveryFieldToTheKubelet) {
   EXPECT_EQ(got->envs, (std::map<std::string, std::string>{
                            {"NVIDIA_VISIBLE_DEVICES", kGpu0},
                            {"CUDA_MPS_PIPE_DIRECTORY", "/mps/nvidia.com/gpu/pipe"}}));
-  EXPECT_EQ(got->mounts, (std::vector<deviceplugin::Mount>{
+  EXPECT_EQ(got->mounts, (std::vector<kubelet::Mount>{
                              {"/var/run/nvidia-container-devices/" + kGpu0, "/dev/null", true},
                              {"/dev/shm", "/run/nvidia/mps/shm", false}}));
   EXPECT_EQ(got->devices,
-            (std::vector<deviceplugin::DeviceSpec>{{"/dev/nvidiactl", "/dev/nvidiactl", "rw"},
-                                                   {"/dev/nvidia0", "/host/dev/nvidia0", "rwm"}}));
+            (std::vector<kubelet::DeviceSpec>{{"/dev/nvidiactl", "/dev/nvidiactl", "rw"},
+                                              {"/dev/nvidia0", "/host/dev/nvidia0", "rwm"}}));
   EXPECT_EQ(got->annotations,
             (std::map<std::string, std::string>{{"cdi.k8s.io/nvidia-device-plugin_abc",
                                                  "k8s.device-plugin.nvidia.com/gpu=" + kGpu0}}));
