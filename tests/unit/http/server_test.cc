@@ -22,17 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/testing/wait.h"
+
 namespace gpuop::http {
 namespace {
 
-bool WaitFor(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
-}
+using gpuop::testing::WaitFor;
 
 struct Reply {
   int status = 0;

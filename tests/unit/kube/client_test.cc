@@ -24,6 +24,7 @@
 #include "kube/object.h"
 #include "sim/kube/server.h"
 #include "sim/kube/tls.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::kube {
 namespace {
@@ -38,14 +39,7 @@ constexpr const char* kToken = "client-test-token";
 // Conditions that normally hold within milliseconds get this long (loaded CI).
 constexpr seconds kDeadline{20};
 
-bool WaitFor(const std::function<bool()>& cond, seconds timeout = kDeadline) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return cond();
-}
+using gpuop::testing::WaitFor;
 
 // The emulator's OpenAPI documents, cut down: loading all of them takes
 // seconds per emulator under ASan. With none (one empty document) it starts in

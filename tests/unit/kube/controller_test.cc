@@ -16,6 +16,7 @@
 #include "kube/client.h"
 #include "kube/object.h"
 #include "sim/kube/server.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::kube {
 namespace {
@@ -25,15 +26,7 @@ using std::chrono::seconds;
 
 constexpr auto kDeadline = seconds(30);
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::steady_clock::duration timeout = kDeadline) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return pred();
-}
+using gpuop::testing::WaitFor;
 
 WorkQueueOptions FastQueue() {
   WorkQueueOptions o;

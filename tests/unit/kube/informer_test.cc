@@ -19,6 +19,7 @@
 #include "kube/client.h"
 #include "kube/object.h"
 #include "sim/kube/server.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::kube {
 namespace {
@@ -29,16 +30,7 @@ using std::chrono::seconds;
 // Generous: conditions normally met in milliseconds, on a loaded 2-core CI machine under ASan.
 constexpr auto kDeadline = seconds(30);
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::steady_clock::duration timeout = kDeadline,
-             milliseconds poll = milliseconds(5)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(poll);
-  }
-  return pred();
-}
+using gpuop::testing::WaitFor;
 
 Json ConfigMap(const std::string& name, const std::map<std::string, std::string>& labels = {},
                const std::string& value = "v") {

@@ -24,6 +24,7 @@
 #include "kube/client.h"
 #include "kube/object.h"
 #include "sim/kube/server.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::kube {
 namespace {
@@ -37,14 +38,7 @@ using ::testing::HasSubstr;
 // Conditions that normally hold within milliseconds get this long (loaded CI).
 constexpr seconds kDeadline{20};
 
-bool WaitFor(const std::function<bool()>& cond, seconds timeout = kDeadline) {
-  auto until = steady_clock::now() + timeout;
-  while (steady_clock::now() < until) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return cond();
-}
+using gpuop::testing::WaitFor;
 
 // --- The core ------------------------------------------------------------------
 

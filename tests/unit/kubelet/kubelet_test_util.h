@@ -1,14 +1,13 @@
 // Helpers for the kubelet tests: a short temporary directory (unix socket
-// paths must stay under 108 bytes) and a condition wait with a deadline.
+// paths must stay under 108 bytes) and the shared condition wait.
 #pragma once
 
 #include <stdlib.h>
 
-#include <chrono>
 #include <filesystem>
-#include <functional>
 #include <string>
-#include <thread>
+
+#include "tests/testing/wait.h"
 
 namespace gpuop::kubelet::testing {
 
@@ -30,16 +29,6 @@ class ShortTempDir {
   std::string path_;
 };
 
-// For state with no notification of its own (a file's existence): checks
-// `cond` until it holds or `timeout` passes.
-inline bool WaitUntil(const std::function<bool()>& cond,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using gpuop::testing::WaitFor;
 
 }  // namespace gpuop::kubelet::testing

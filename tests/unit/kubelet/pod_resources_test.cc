@@ -251,7 +251,7 @@ TEST(KubeletPodResources, StopReleasesStalledCalls) {
     result = ListPodResources(fake->socket_path(), 60s).status();
     done = true;
   });
-  ASSERT_TRUE(testing::WaitUntil([&] { return fake->ListCalls() == 1; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return fake->ListCalls() == 1; }));
   fake->Stop();
   caller.join();
   EXPECT_TRUE(done);

@@ -91,7 +91,7 @@ TEST(KubeletSocketWatcher, StopsWhenTheDirectoryGoesAndOnStop) {
   auto w = KubeletSocketWatcher::Start(dir, [] {});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   std::filesystem::remove(dir);
-  EXPECT_TRUE(testing::WaitUntil([&] { return !(*w)->Watching(); }));
+  EXPECT_TRUE(testing::WaitFor([&] { return !(*w)->Watching(); }));
   (*w)->Stop();
   (*w)->Stop();  // idempotent
 

@@ -23,6 +23,7 @@
 #include "sim/nvml/driver_env.h"
 #include "sim/nvml/machine.h"
 #include "sim/nvml/state.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::sim {
 namespace {
@@ -67,16 +68,7 @@ nvmlDevice_t Gpu(unsigned i) {
   return d;
 }
 
-// Waits until `pred` holds, up to a generous deadline; never asserts on time.
-template <typename P>
-bool WaitFor(P pred) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
+using gpuop::testing::WaitFor;
 
 class NvmlSimTest : public ::testing::Test {
  public:
@@ -1254,9 +1246,9 @@ TEST_F(NvmlSimTest, DeniedGpuIsCountedButCannotBeOpened) {
 TEST_F(NvmlSimTest, BadProcessEnvironmentFailsInitNamingTheVariable) {
   Use("dgx-h100");
   ::setenv("GPUOP_SIM_DENY_GPUS", "one", 1);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(NV(nvmlInit_v2)(), NVML_ERROR_UNKNOWN);
-  std::string err = testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("GPUOP_SIM_DENY_GPUS: 'one' is not a GPU index"), std::string::npos) << err;
 }
 

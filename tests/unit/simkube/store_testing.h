@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "sim/kube/store.h"
+#include "tests/testing/wait.h"
 
 namespace gpuop::simkube::testing {
 
@@ -88,16 +89,7 @@ inline StoreOptions ManualGc() {
   return o;
 }
 
-// Polls `cond` until it holds or a generous deadline passes.
-inline bool WaitFor(const std::function<bool()>& cond,
-                    std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return cond();
-}
+using gpuop::testing::WaitFor;
 
 inline std::string Rv(const Object& o) { return (*o)["metadata"]["resourceVersion"]; }
 
