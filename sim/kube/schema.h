@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kube/names.h"
 #include "sim/kube/api_error.h"
 #include "sim/kube/resource.h"
 
@@ -182,14 +183,14 @@ std::string CannotHandleMessage(const GroupVersionKind& gvk, std::string_view de
 // ---------------------------------------------------------------------------
 // Names, labels, annotations.
 
-// Each returns the apiserver's messages, empty when the value is valid.
-std::vector<std::string> IsDns1123Subdomain(std::string_view value);
-std::vector<std::string> IsDns1123Label(std::string_view value);
-std::vector<std::string> IsDns1035Label(std::string_view value);
-std::vector<std::string> IsPathSegmentName(std::string_view value);
-std::vector<std::string> IsQualifiedName(std::string_view value);  // label keys
-std::vector<std::string> IsLabelValue(std::string_view value);
-std::vector<std::string> IsConfigMapKey(std::string_view value);
+// The apiserver's rules and messages (src/kube/names.h, shared with gpuop).
+using kube::IsConfigMapKey;
+using kube::IsDns1035Label;
+using kube::IsDns1123Label;
+using kube::IsDns1123Subdomain;
+using kube::IsLabelValue;
+using kube::IsPathSegmentName;
+using kube::IsQualifiedName;
 
 enum class NameRule { kDns1123Subdomain, kDns1123Label, kDns1035Label, kPathSegment };
 // The rule the server uses for metadata.name of a kind (namespaces:

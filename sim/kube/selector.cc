@@ -5,53 +5,13 @@
 #include <charconv>
 
 #include "base/strings.h"
+#include "kube/names.h"
 
 namespace gpuop::simkube {
 
 using nlohmann::json;
 
 namespace {
-
-constexpr std::string_view kQualifiedNameFmt =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-constexpr std::string_view kDns1123SubdomainMsg =
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-constexpr std::string_view kLabelValueMsg =
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
-    "'my_value',  or '12345', regex used for validation is "
-    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-// ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
-bool IsQualifiedPart(std::string_view s) {
-  if (s.empty() || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    size_t dot = s.find('.', start);
-    std::string_view label = s.substr(start, dot == std::string_view::npos ? s.npos : dot - start);
-    if (label.empty()) return false;
-    auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-    if (!lower_alnum(label.front()) || !lower_alnum(label.back())) return false;
-    for (char c : label) {
-      if (!lower_alnum(c) && c != '-') return false;
-    }
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  return true;
-}
 
 // --- Label selector lexer (the real one's token set) ---
 
@@ -289,29 +249,11 @@ std::string ScalarString(const json& v) {
 }  // namespace
 
 std::string ValidateQualifiedName(std::string_view key) {
-  std::string_view name = key;
-  size_t slash = key.find('/');
-  if (slash != std::string_view::npos) {
-    if (key.find('/', slash + 1) != std::string_view::npos) {
-      return "a qualified name " + std::string(kQualifiedNameFmt) +
-             " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
-    }
-    std::string_view prefix = key.substr(0, slash);
-    name = key.substr(slash + 1);
-    if (prefix.empty()) return "prefix part must be non-empty";
-    if (!IsDns1123Subdomain(prefix)) return "prefix part " + std::string(kDns1123SubdomainMsg);
-  }
-  if (name.empty()) return "name part must be non-empty";
-  if (name.size() > 63) return "name part must be no more than 63 characters";
-  if (!IsQualifiedPart(name)) return "name part " + std::string(kQualifiedNameFmt);
-  return "";
+  return Join(kube::IsQualifiedName(key), "; ");
 }
 
 std::string ValidateLabelValue(std::string_view value) {
-  if (value.empty()) return "";
-  if (value.size() > 63) return "must be no more than 63 characters";
-  if (!IsQualifiedPart(value)) return std::string(kLabelValueMsg);
-  return "";
+  return Join(kube::IsLabelValue(value), "; ");
 }
 
 // --- LabelRequirement / LabelSelector ---

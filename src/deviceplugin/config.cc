@@ -6,6 +6,7 @@
 
 #include "base/strings.h"
 #include "base/yaml_json.h"
+#include "kube/names.h"
 
 namespace gpuop::deviceplugin {
 namespace {
@@ -69,22 +70,6 @@ std::optional<bool> ParseGoBool(std::string_view s) {
   return std::nullopt;
 }
 
-// Kubernetes' DNS-1123 subdomain: lowercase alphanumeric labels joined by
-// dots, '-' inside a label, at most 253 characters.
-bool IsDnsSubdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  for (const std::string& label : Split(s, '.', /*skip_empty=*/false)) {
-    if (label.empty()) return false;
-    for (size_t i = 0; i < label.size(); ++i) {
-      char c = label[i];
-      bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-      bool inner = i > 0 && i + 1 < label.size();
-      if (!alnum && !(c == '-' && inner)) return false;
-    }
-  }
-  return true;
-}
-
 // A resource name as upstream's NewResourceName makes it: "nvidia.com/" is
 // prepended when missing, the whole is at most 63 characters and the part
 // after the prefix is a DNS subdomain. Returns an error text, or "".
@@ -95,7 +80,7 @@ std::string NormalizeResourceName(std::string_view raw, std::string* out) {
     return "resource name " + Quote(n) + " is " + std::to_string(n.size()) +
            " characters; the limit is 63";
   }
-  if (!IsDnsSubdomain(std::string_view(n).substr(kResourcePrefix.size()))) {
+  if (!kube::IsDns1123Subdomain(std::string_view(n).substr(kResourcePrefix.size())).empty()) {
     return "resource name " + Quote(n) +
            " is not valid: after \"nvidia.com/\" use lowercase letters, digits, '-' and '.'";
   }

@@ -1,6 +1,7 @@
 #include "discovery/system.h"
 
 #include "base/strings.h"
+#include "kube/names.h"
 
 namespace gpuop::discovery {
 namespace {
@@ -15,22 +16,9 @@ constexpr const char* kKeys[] = {"system-os_release.ID",
                                  "kernel-version.minor",
                                  "kernel-version.revision"};
 
-// A label value: at most 63 characters of [A-Za-z0-9._-], alphanumeric at
-// both ends.
-bool ValidValue(std::string_view v) {
-  if (v.empty() || v.size() > 63) return false;
-  auto alnum = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-  };
-  if (!alnum(v.front()) || !alnum(v.back())) return false;
-  for (char c : v) {
-    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
-  }
-  return true;
-}
-
+// Only values the API server takes as label values, and not empty ones.
 void Put(Labels& out, const std::string& key, std::string_view value) {
-  if (ValidValue(value)) out[kPrefix + key] = std::string(value);
+  if (!value.empty() && kube::IsLabelValue(value).empty()) out[kPrefix + key] = std::string(value);
 }
 
 // "major.minor[.more]" → major and minor, as NFD splits versions.
