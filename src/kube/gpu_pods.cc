@@ -5,14 +5,6 @@
 #include "kube/resource.h"
 
 namespace gpuop::kube {
-namespace {
-
-std::string StringField(const Json& obj, const char* key) {
-  const Json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
-}  // namespace
 
 std::vector<std::string> PodClaimKeys(const Json& pod) {
   std::vector<std::string> out;

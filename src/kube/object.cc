@@ -9,6 +9,8 @@
 #include <cctype>
 #include <ctime>
 
+#include "base/json_field.h"
+
 namespace gpuop::kube {
 namespace {
 
@@ -70,13 +72,8 @@ void EraseIfEmpty(Json& parent, std::string_view key) {
   if (it != parent.end() && (it->is_object() || it->is_array()) && it->empty()) parent.erase(it);
 }
 
-std::map<std::string, std::string> StringMap(const Json* j) {
-  std::map<std::string, std::string> out;
-  if (j == nullptr || !j->is_object()) return out;
-  for (const auto& [key, value] : j->items()) {
-    if (value.is_string()) out.emplace(key, value.get<std::string>());
-  }
-  return out;
+std::map<std::string, std::string> StringMapAt(const Json* j) {
+  return j == nullptr ? std::map<std::string, std::string>() : StringMap(*j);
 }
 
 std::optional<std::string> StringEntry(const Json* j, std::string_view key) {
@@ -238,7 +235,7 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
 }
 
 std::map<std::string, std::string> Labels(const Json& obj) {
-  return StringMap(Path(obj, {"metadata", "labels"}));
+  return StringMapAt(Path(obj, {"metadata", "labels"}));
 }
 std::optional<std::string> Label(const Json& obj, std::string_view key) {
   return StringEntry(Path(obj, {"metadata", "labels"}), key);
@@ -247,7 +244,7 @@ bool SetLabel(Json& obj, std::string_view key, std::optional<std::string_view> v
   return SetStringEntry(obj, "labels", key, value);
 }
 std::map<std::string, std::string> Annotations(const Json& obj) {
-  return StringMap(Path(obj, {"metadata", "annotations"}));
+  return StringMapAt(Path(obj, {"metadata", "annotations"}));
 }
 std::optional<std::string> Annotation(const Json& obj, std::string_view key) {
   return StringEntry(Path(obj, {"metadata", "annotations"}), key);

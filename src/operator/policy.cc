@@ -48,25 +48,6 @@ ComponentInfo Info(Component c) {
   return {"unknown", "unknown", "unknown", "", false};
 }
 
-std::string StringField(const Json& obj, const char* key, std::string fallback = "") {
-  const Json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-
-bool BoolField(const Json& obj, const char* key, bool fallback) {
-  const Json& v = Field(obj, key);
-  return v.is_boolean() ? v.get<bool>() : fallback;
-}
-
-std::map<std::string, std::string> StringMap(const Json& obj) {
-  std::map<std::string, std::string> out;
-  if (!obj.is_object()) return out;
-  for (const auto& [k, v] : obj.items()) {
-    if (v.is_string()) out[k] = v.get<std::string>();
-  }
-  return out;
-}
-
 // repository/image:version, repository/image@sha256:... for a digest, or the
 // image verbatim when it is a full reference on its own.
 std::string ResolveImage(const Json& section) {

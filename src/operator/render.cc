@@ -20,31 +20,6 @@ namespace resources = kube::resources;
 // ---------------------------------------------------------------------------
 // Reading the spec's free-form settings.
 
-std::string StringField(const Json& obj, const char* key, std::string fallback = "") {
-  const Json& v = Field(obj, key);
-  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : fallback;
-}
-
-bool BoolField(const Json& obj, const char* key, bool fallback) {
-  const Json& v = Field(obj, key);
-  return v.is_boolean() ? v.get<bool>() : fallback;
-}
-
-std::optional<int64_t> IntField(const Json& obj, const char* key) {
-  const Json& v = Field(obj, key);
-  if (v.is_number_integer()) return v.get<int64_t>();
-  return std::nullopt;
-}
-
-std::vector<std::string> StringList(const Json& v) {
-  std::vector<std::string> out;
-  if (!v.is_array()) return out;
-  for (const Json& s : v) {
-    if (s.is_string()) out.push_back(s.get<std::string>());
-  }
-  return out;
-}
-
 // /host<host_path>: where gpuop's containers see a host path.
 std::string UnderHostRoot(std::string host_path) {
   while (host_path.size() > 1 && host_path.back() == '/') host_path.pop_back();
@@ -510,8 +485,10 @@ Json ServiceObject(const RenderInput& in, Component c, const std::string& port_n
       {"ports",
        Json::array({Json{
            {"name", port_name}, {"port", port}, {"targetPort", port}, {"protocol", "TCP"}}})}};
-  if (std::string type = StringField(service_settings, "type"); !type.empty()) spec["type"] = type;
-  if (std::string itp = StringField(service_settings, "internalTrafficPolicy"); !itp.empty()) {
+  if (std::string type = NonEmptyStringField(service_settings, "type"); !type.empty())
+    spec["type"] = type;
+  if (std::string itp = NonEmptyStringField(service_settings, "internalTrafficPolicy");
+      !itp.empty()) {
     spec["internalTrafficPolicy"] = itp;
   }
   return Json{{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", meta}, {"spec", spec}};
@@ -546,7 +523,7 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
          EnvValue("ENABLE_GPU_POD_EVICTION", "true"),
          EnvValue("ENABLE_AUTO_DRAIN", BoolField(drain, "enable", false) ? "true" : "false"),
          EnvValue("DRAIN_USE_FORCE", BoolField(drain, "force", false) ? "true" : "false"),
-         EnvValue("DRAIN_POD_SELECTOR_LABEL", StringField(drain, "podSelector")),
+         EnvValue("DRAIN_POD_SELECTOR_LABEL", NonEmptyStringField(drain, "podSelector")),
          EnvValue("DRAIN_TIMEOUT_SECONDS",
                   std::to_string(IntField(drain, "timeoutSeconds").value_or(300)) + "s"),
          EnvValue("DRAIN_DELETE_EMPTYDIR_DATA",
@@ -554,7 +531,8 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     MergeEnv(manager_env, Field(manager, "env"));
     ComponentSpec manager_spec = spec;
     manager_spec.image = in.env.gpuop_image;
-    manager_spec.image_pull_policy = StringField(manager, "imagePullPolicy", "IfNotPresent");
+    manager_spec.image_pull_policy =
+        NonEmptyStringField(manager, "imagePullPolicy", "IfNotPresent");
     Json init =
         GpuopContainer("k8s-driver-manager", manager_spec, {"driver-manager", "uninstall_driver"},
                        manager_env, Privilege::kPrivileged, false);
@@ -565,9 +543,10 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     AddHostMount(pod["volumes"], init, run_nvidia);
 
     // NVIDIA's driver image, its own entrypoint, the paths it expects.
-    Json env = Json::array(
-        {EnvFromField("NODE_NAME", "spec.nodeName"),
-         EnvValue("KERNEL_MODULE_TYPE", StringField(spec.settings, "kernelModuleType", "auto"))});
+    Json env =
+        Json::array({EnvFromField("NODE_NAME", "spec.nodeName"),
+                     EnvValue("KERNEL_MODULE_TYPE",
+                              NonEmptyStringField(spec.settings, "kernelModuleType", "auto"))});
     MergeEnv(env, spec.env);
     const Json& probe_spec = Field(spec.settings, "startupProbe");
     Json ctr{
@@ -797,7 +776,7 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
       env.push_back(EnvValue("DEFAULT_CONFIG", p.device_plugin_config_default));
     }
   }
-  std::string mps_root = StringField(Field(spec.settings, "mps"), "root");
+  std::string mps_root = NonEmptyStringField(Field(spec.settings, "mps"), "root");
   if (!mps_root.empty()) env.push_back(EnvValue("MPS_ROOT", mps_root));
 
   // Liveness: /healthz fails when NVML stops answering or a resource's gRPC
@@ -990,7 +969,7 @@ void RenderMigManager(const RenderInput& in, std::vector<RenderedObject>& out) {
        EnvValue("DEFAULT_GPU_CLIENTS_NAMESPACE", in.env.namespace_),
        // the hook path of the CDI spec it regenerates
        EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
-  std::string clients = StringField(Field(spec.settings, "gpuClientsConfig"), "name");
+  std::string clients = NonEmptyStringField(Field(spec.settings, "gpuClientsConfig"), "name");
   if (!clients.empty()) env.push_back(EnvValue("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"));
   Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env,
                             Privilege::kPrivileged, true);
