@@ -46,6 +46,7 @@ format:
 lint: deps
 	@cmake -S . -B $(TEST_BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@git ls-files 'src/*.cc' 'sim/*.cc' | xargs clang-tidy -p $(TEST_BUILD) --quiet
+	@scripts/thread_safety.py $(TEST_BUILD)
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD) build-fuzz

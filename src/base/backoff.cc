@@ -37,7 +37,7 @@ std::chrono::milliseconds Backoff::Delay(int retry) {
 }
 
 double Backoff::Uniform() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 

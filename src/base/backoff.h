@@ -16,6 +16,8 @@
 #include <mutex>
 #include <random>
 
+#include "base/mutex.h"
+
 namespace gpuop {
 
 // The delay before retry number `retry` (1 for the first; lower counts as 1):
@@ -38,8 +40,8 @@ class Backoff {
  private:
   const std::chrono::milliseconds initial_;
   const std::chrono::milliseconds max_;
-  std::mutex mu_;
-  std::mt19937_64 rng_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::mt19937_64 rng_ GPUOP_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuop

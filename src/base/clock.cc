@@ -51,19 +51,19 @@ const Clock& RealClock() {
 FakeClock::FakeClock(WallTime start) : wall_start_(start) {}
 
 Clock::WallTime FakeClock::Now() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return wall_start_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(elapsed_);
 }
 
 Clock::SteadyTime FakeClock::SteadyNow() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return steady_start_ + elapsed_;
 }
 
 void FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                           SteadyTime deadline) const {
   {
-    std::lock_guard g(mu_);
+    MutexLock g(mu_);
     if (steady_start_ + elapsed_ >= deadline) return;
     waiting_.push_back(&cv);
   }
@@ -71,12 +71,12 @@ void FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_var
   // the wait below would be lost, so the wait is also bounded in real time: the
   // caller re-checks its condition (and this clock) a few milliseconds later.
   cv.wait_for(lock, std::chrono::milliseconds(5));
-  std::lock_guard g(mu_);
+  MutexLock g(mu_);
   waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &cv));
 }
 
 void FakeClock::Advance(std::chrono::nanoseconds d) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (d > std::chrono::nanoseconds::zero()) elapsed_ += d;
   // Under mu_: a waiter deregisters under mu_ before its condition variable
   // can go away.
@@ -84,7 +84,7 @@ void FakeClock::Advance(std::chrono::nanoseconds d) {
 }
 
 size_t FakeClock::waiters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return waiting_.size();
 }
 

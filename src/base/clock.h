@@ -23,6 +23,8 @@
 #include <stop_token>
 #include <vector>
 
+#include "base/mutex.h"
+
 namespace gpuop {
 
 class Clock {
@@ -80,9 +82,10 @@ class FakeClock final : public Clock {
  private:
   const WallTime wall_start_;
   const SteadyTime steady_start_{std::chrono::hours(1)};
-  mutable std::mutex mu_;
-  std::chrono::nanoseconds elapsed_{0};                    // GUARDED_BY(mu_)
-  mutable std::vector<std::condition_variable*> waiting_;  // GUARDED_BY(mu_); one entry per waiter
+  mutable Mutex mu_;
+  std::chrono::nanoseconds elapsed_ GPUOP_GUARDED_BY(mu_){0};
+  mutable std::vector<std::condition_variable*> waiting_
+      GPUOP_GUARDED_BY(mu_);  // one entry per waiter
 };
 
 // Milliseconds since the Unix epoch: the unit of every timestamp the

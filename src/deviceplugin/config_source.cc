@@ -143,7 +143,7 @@ Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Start(Options options, Cal
           if (it != labels->end() && it->is_string()) value = it->get<std::string>();
         }
       }
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       if (value != self->label_) {
         self->label_ = value;
         self->label_changed_ = true;
@@ -154,7 +154,7 @@ Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Start(Options options, Cal
     h.on_add = on_node;
     h.on_update = [on_node](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { on_node(obj); };
     h.on_delete = [self](const kube::ObjectPtr&) {
-      std::lock_guard lock(self->mu_);
+      MutexLock lock(self->mu_);
       self->label_.reset();
       self->label_changed_ = true;
       self->cv_.notify_all();
@@ -170,7 +170,7 @@ Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Start(Options options, Cal
   auto loaded = LoadConfig(sel, label, w->options_.env, w->options_.overrides);
   if (!loaded.ok()) return loaded.status();
   {
-    std::lock_guard lock(w->mu_);
+    MutexLock lock(w->mu_);
     w->label_changed_ = false;
   }
   w->applied_key_ = loaded->key;
@@ -192,12 +192,12 @@ void ConfigWatcher::Stop() {
 }
 
 std::optional<std::string> ConfigWatcher::label() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return label_;
 }
 
 void ConfigWatcher::CheckNow() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   label_changed_ = true;
   cv_.notify_all();
 }
@@ -205,8 +205,9 @@ void ConfigWatcher::CheckNow() {
 void ConfigWatcher::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     {
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, stop, options_.check_interval, [this] { return label_changed_; });
+      MutexLock lock(mu_);
+      cv_.wait_for(lock.native(), stop, options_.check_interval,
+                   [this]() GPUOP_REQUIRES(mu_) { return label_changed_; });
       label_changed_ = false;
     }
     if (stop.stop_requested()) return;

@@ -23,7 +23,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -31,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/config.h"
 
@@ -138,12 +138,12 @@ class ConfigWatcher {
   const Callback on_config_;
   std::unique_ptr<kube::Informer> informer_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::optional<std::string> label_;  // GUARDED_BY(mu_)
-  bool label_changed_ = false;        // GUARDED_BY(mu_)
-  std::string applied_key_;           // touched by the watcher thread only (after Start)
-  std::string last_error_;            // likewise
+  std::optional<std::string> label_ GPUOP_GUARDED_BY(mu_);
+  bool label_changed_ GPUOP_GUARDED_BY(mu_) = false;
+  std::string applied_key_;  // touched by the watcher thread only (after Start)
+  std::string last_error_;   // likewise
 
   std::atomic<uint64_t> reloads_{0}, errors_{0};
   std::jthread thread_;

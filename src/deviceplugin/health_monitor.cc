@@ -48,17 +48,17 @@ void HealthMonitor::Stop() {
 }
 
 std::map<std::string, bool> HealthMonitor::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return tracker_.Snapshot();
 }
 
 std::map<std::string, OpenFault> HealthMonitor::OpenFaults() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return tracker_.OpenFaults();
 }
 
 void HealthMonitor::OnDriverReloaded() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   tracker_.OnDriverReloaded();
 }
 
@@ -85,7 +85,7 @@ void HealthMonitor::Probe(const std::vector<unsigned>& gpus) {
       LogWarn("health probe failed", {{"gpu", gpu}, {"error", h.status()}});
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto c = tracker_.OnProbe(gpu, *h);
     changes.insert(changes.end(), c.begin(), c.end());
   }
@@ -103,7 +103,7 @@ void HealthMonitor::Run(std::stop_token stop) {
     if (now >= next_probe) {
       std::vector<unsigned> faulted;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         faulted = tracker_.FaultedGpus();
       }
       Probe(faulted);
@@ -125,7 +125,7 @@ void HealthMonitor::Run(std::stop_token stop) {
           {{"error", ev.status()}});
       std::vector<HealthChange> changes;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         changes = tracker_.OnWaitError(ev.status().message());
       }
       Report(changes);
@@ -136,7 +136,7 @@ void HealthMonitor::Run(std::stop_token stop) {
     std::vector<HealthChange> changes;
     std::vector<unsigned> faulted;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       changes = tracker_.OnEvent(**ev);
       if (!changes.empty()) faulted = tracker_.FaultedGpus();
     }
@@ -148,7 +148,7 @@ void HealthMonitor::Run(std::stop_token stop) {
     if (std::find(faulted.begin(), faulted.end(), gpu) != faulted.end()) {
       auto h = client_.ReadHealth(gpu);
       if (h.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         probe_changes = tracker_.OnProbe(gpu, *h);
       }
     }

@@ -18,12 +18,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/health.h"
 #include "nvml/client.h"
@@ -78,8 +78,8 @@ class HealthMonitor {
   const Callback on_change_;
   const HealthMonitorOptions options_;
 
-  mutable std::mutex mu_;
-  HealthTracker tracker_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  HealthTracker tracker_ GPUOP_GUARDED_BY(mu_);
 
   std::jthread thread_;
 };

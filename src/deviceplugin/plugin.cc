@@ -140,7 +140,7 @@ Result<std::vector<Resource>> DevicePlugin::Build(const std::vector<nvml::Gpu>& 
 // ---- Start / Stop -----------------------------------------------------------
 
 Status DevicePlugin::Start() {
-  std::lock_guard ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   if (started_) return FailedPrecondition("the device plugin is already running");
   Config config = *DevicePlugin::config();
   TrimControlDeviceNodes(options_.host_root, &config);
@@ -153,7 +153,7 @@ Status DevicePlugin::Start() {
 
   auto topo = ReadTopology(client_, *gpus);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (topo.ok()) {
       for (const std::string& note : topo->notes) LogDebug("topology", {{"note", note}});
       topology_ = std::make_shared<const Topology>(std::move(topo).value());
@@ -166,7 +166,7 @@ Status DevicePlugin::Start() {
 
   // The watcher first, so a kubelet restart before the first registration is seen.
   auto watcher = kubelet::KubeletSocketWatcher::Start(device_plugin_dir(), [this] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     kubelet_restarted_ = true;
     cv_.notify_all();
   });
@@ -181,7 +181,7 @@ Status DevicePlugin::Start() {
     // Leave nothing running.
     std::vector<std::shared_ptr<kubelet::DevicePluginServer>> servers;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [name, s] : served_) {
         if (s.server) servers.push_back(std::move(s.server));
       }
@@ -205,7 +205,7 @@ void DevicePlugin::Stop() {
     loop_.request_stop();
     loop_.join();
   }
-  std::lock_guard ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   if (monitor_) monitor_->Stop();
   monitor_.reset();
   monitor_units_.clear();
@@ -213,7 +213,7 @@ void DevicePlugin::Stop() {
   watcher_.reset();
   std::vector<std::shared_ptr<kubelet::DevicePluginServer>> servers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, s] : served_) {
       if (s.server) servers.push_back(std::move(s.server));
       s.registered = false;
@@ -229,7 +229,7 @@ Status DevicePlugin::ApplyLocked(std::vector<nvml::Gpu> gpus, Config config,
                                  std::vector<Resource> resources) {
   std::vector<std::shared_ptr<kubelet::DevicePluginServer>> to_stop;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     config_ = std::make_shared<const Config>(std::move(config));
     layout_ = Fingerprint(gpus);
     gpus_ = std::move(gpus);
@@ -258,13 +258,13 @@ Status DevicePlugin::ApplyLocked(std::vector<nvml::Gpu> gpus, Config config,
     // Start servers for new resources; report the first failure.
     std::vector<std::string> missing;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [name, s] : served_) {
         if (!s.server) missing.push_back(name);
       }
     }
     StartMissingServersLocked();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const std::string& name : missing) {
       auto it = served_.find(name);
       if (it != served_.end() && !it->second.server && started.ok()) {
@@ -281,7 +281,7 @@ Status DevicePlugin::ApplyLocked(std::vector<nvml::Gpu> gpus, Config config,
 void DevicePlugin::StartMissingServersLocked() {
   std::vector<std::string> missing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, s] : served_) {
       if (!s.server) missing.push_back(name);
     }
@@ -293,7 +293,7 @@ void DevicePlugin::StartMissingServersLocked() {
       std::shared_ptr<const Resource> r;
       std::shared_ptr<const Config> c;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         auto it = served_.find(name);
         if (it == served_.end()) {
           return FailedPrecondition("Allocate: " + name +
@@ -318,7 +318,7 @@ void DevicePlugin::StartMissingServersLocked() {
       std::shared_ptr<const Config> c;
       std::shared_ptr<const Topology> topo;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         auto it = served_.find(name);
         if (it == served_.end()) {
           return FailedPrecondition("GetPreferredAllocation: " + name +
@@ -354,7 +354,7 @@ void DevicePlugin::StartMissingServersLocked() {
       continue;
     }
     std::shared_ptr<kubelet::DevicePluginServer> s = std::move(server).value();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = served_.find(name);
     if (it == served_.end() || it->second.server) {
       s->Stop();  // the resource went meanwhile (cannot happen under ops_mu_, but be safe)
@@ -369,7 +369,7 @@ void DevicePlugin::StartMissingServersLocked() {
 void DevicePlugin::RestartServersLocked() {
   std::vector<std::shared_ptr<kubelet::DevicePluginServer>> old;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.kubelet_restarts;
     for (auto& [name, s] : served_) {
       if (s.server) old.push_back(std::move(s.server));
@@ -384,7 +384,7 @@ bool DevicePlugin::RegisterPendingLocked(std::stop_token stop) {
   std::vector<std::pair<std::string, std::shared_ptr<kubelet::DevicePluginServer>>> todo;
   bool all = true;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [name, s] : served_) {
       if (!s.server) all = false;
       if (s.server && !s.registered) todo.emplace_back(name, s.server);
@@ -398,7 +398,7 @@ bool DevicePlugin::RegisterPendingLocked(std::stop_token stop) {
                                              /*preferred_allocation=*/true,
                                              options_.register_timeout, stop);
     if (stop.stop_requested()) return false;  // cancelled: not a registration error
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!st.ok()) {
       all = false;
       ++stats_.registration_errors;
@@ -420,7 +420,7 @@ void DevicePlugin::RestartMonitorIfNeededLocked() {
   if (!policy_.Active()) return;
   std::vector<nvml::Gpu> gpus;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     gpus = gpus_;
   }
   const std::set<std::string> units = UnitsOf(gpus);
@@ -428,7 +428,7 @@ void DevicePlugin::RestartMonitorIfNeededLocked() {
   if (monitor_) {
     // A fresh tracker forgets open faults: wait (next rescan) until every unit
     // that stays is healthy. New MIG units meanwhile follow their GPU's health.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const std::string& u : unhealthy_) {
       if (units.count(u) != 0) return;
     }
@@ -437,7 +437,7 @@ void DevicePlugin::RestartMonitorIfNeededLocked() {
   monitor_.reset();
   monitor_units_.clear();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     unhealthy_.clear();  // only units that vanished are left in it
     PushLocked();
   }
@@ -458,7 +458,7 @@ Status DevicePlugin::RescanLocked() {
     // One GPU failing is the health monitor's business; NVML itself failing
     // (the driver gone) is the liveness probe's.
     auto count = client_.GpuCount();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.rescans;
     ++stats_.rescan_errors;
     std::string err = count.ok() ? "" : count.status().message();
@@ -472,7 +472,7 @@ Status DevicePlugin::RescanLocked() {
   bool same = false;
   bool driver_back = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.rescans;
     driver_back = !nvml_error_.empty();
     if (driver_back) LogInfo("NVML answers again");
@@ -500,7 +500,7 @@ Status DevicePlugin::RescanLocked() {
   if (!resources.ok()) {
     const std::set<std::string> present = UnitsOf(*gpus);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.rebuild_errors;
       vanished_.clear();
       for (const auto& [name, s] : served_) {
@@ -521,7 +521,7 @@ Status DevicePlugin::RescanLocked() {
   }
   last_rebuild_error_.clear();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.layout_changes;
   }
   LogInfo("GPU layout changed; advertising the new devices",
@@ -532,30 +532,30 @@ Status DevicePlugin::RescanLocked() {
 // ---- Public operations ------------------------------------------------------
 
 Status DevicePlugin::Reload(Config config) {
-  std::lock_guard ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   TrimControlDeviceNodes(options_.host_root, &config);
   auto gpus = Enumerate();
   std::vector<nvml::Gpu> current;
   if (gpus.ok()) {
     current = std::move(gpus).value();
   } else {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     current = gpus_;
   }
   auto resources = Build(current, config);
   if (!resources.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.reload_errors;
     return resources.status().Annotate("new configuration rejected, the running one stays");
   }
   for (const std::string& w : config.warnings) LogWarn("device plugin config", {{"warning", w}});
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.reloads;
   }
   LogInfo("configuration reloaded", {{"resources", ResourceNames(*resources)}});
   if (!started_) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     config_ = std::make_shared<const Config>(std::move(config));
     return Status::Ok();
   }
@@ -563,7 +563,7 @@ Status DevicePlugin::Reload(Config config) {
 }
 
 Status DevicePlugin::Rescan() {
-  std::lock_guard ops(ops_mu_);
+  MutexLock ops(ops_mu_);
   if (!started_) return FailedPrecondition("the device plugin is not running");
   return RescanLocked();
 }
@@ -572,7 +572,7 @@ Status DevicePlugin::CheckHealth() const {
   if (auto count = client_.GpuCount(); !count.ok()) {
     return Unavailable("NVML does not answer: " + count.status().message());
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (served_.empty()) return Unavailable("no resource is advertised");
   for (const auto& [name, s] : served_) {
     if (!s.server || !s.server->Serving()) {
@@ -586,7 +586,7 @@ Status DevicePlugin::CheckHealth() const {
 }
 
 std::vector<ResourceStatus> DevicePlugin::Resources() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ResourceStatus> out;
   for (const auto& [name, s] : served_) {
     ResourceStatus st;
@@ -604,19 +604,19 @@ std::vector<ResourceStatus> DevicePlugin::Resources() const {
 }
 
 std::shared_ptr<const Config> DevicePlugin::config() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return config_;
 }
 
 DevicePluginStats DevicePlugin::Stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
 // ---- Health and the loop ----------------------------------------------------
 
 std::vector<PluginDevice> DevicePlugin::DevicesLocked(const Resource& r) const {
-  return r.Devices([this](const Unit& u) {
+  return r.Devices([this](const Unit& u) GPUOP_REQUIRES(mu_) {
     return unhealthy_.count(u.uuid) == 0 && unhealthy_.count(u.parent_uuid) == 0 &&
            vanished_.count(u.uuid) == 0;
   });
@@ -631,7 +631,7 @@ void DevicePlugin::PushLocked() {
 }
 
 void DevicePlugin::OnHealth(const std::map<std::string, bool>& changed) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [unit, healthy] : changed) {
     ++stats_.health_changes;  // the health monitor logged it, with its reason
     if (healthy) {
@@ -644,7 +644,7 @@ void DevicePlugin::OnHealth(const std::map<std::string, bool>& changed) {
 }
 
 void DevicePlugin::Wake() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   wake_ = true;
   cv_.notify_all();
 }
@@ -656,7 +656,7 @@ void DevicePlugin::Loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     bool restart = false, woken = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       restart = std::exchange(kubelet_restarted_, false);
       woken = std::exchange(wake_, false);
     }
@@ -666,7 +666,7 @@ void DevicePlugin::Loop(std::stop_token stop) {
     }
     bool pending = false;
     {
-      std::lock_guard ops(ops_mu_);
+      MutexLock ops(ops_mu_);
       if (restart) {
         LogInfo("kubelet.sock created (kubelet restart): serving anew and registering again");
         RestartServersLocked();
@@ -685,15 +685,16 @@ void DevicePlugin::Loop(std::stop_token stop) {
                                                           options_.register_backoff_max);
         }
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [name, s] : served_) {
         if (!s.server || !s.registered) pending = true;
       }
     }
     auto deadline = next_rescan;
     if (pending) deadline = std::min(deadline, next_register);
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, stop, deadline, [this] { return kubelet_restarted_ || wake_; });
+    MutexLock lock(mu_);
+    cv_.wait_until(lock.native(), stop, deadline,
+                   [this]() GPUOP_REQUIRES(mu_) { return kubelet_restarted_ || wake_; });
   }
 }
 

@@ -37,7 +37,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <stop_token>
@@ -46,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/config.h"
 #include "deviceplugin/health.h"
@@ -158,20 +158,20 @@ class DevicePlugin {
     bool registered = false;
   };
 
-  // REQUIRES: ops_mu_ held (structural changes).
-  Status ApplyLocked(std::vector<nvml::Gpu> gpus, Config config, std::vector<Resource> resources);
-  Status RescanLocked();
-  void StartMissingServersLocked();
-  void RestartServersLocked();
+  // Structural changes.
+  Status ApplyLocked(std::vector<nvml::Gpu> gpus, Config config, std::vector<Resource> resources)
+      GPUOP_REQUIRES(ops_mu_);
+  Status RescanLocked() GPUOP_REQUIRES(ops_mu_);
+  void StartMissingServersLocked() GPUOP_REQUIRES(ops_mu_);
+  void RestartServersLocked() GPUOP_REQUIRES(ops_mu_);
   // True when every resource is registered; a stop request cuts it short.
-  bool RegisterPendingLocked(std::stop_token stop);
-  void RestartMonitorIfNeededLocked();
+  bool RegisterPendingLocked(std::stop_token stop) GPUOP_REQUIRES(ops_mu_);
+  void RestartMonitorIfNeededLocked() GPUOP_REQUIRES(ops_mu_);
   Result<std::vector<Resource>> Build(const std::vector<nvml::Gpu>& gpus, const Config& c) const;
   Result<std::vector<nvml::Gpu>> Enumerate() const;
 
-  // REQUIRES: mu_ held.
-  std::vector<PluginDevice> DevicesLocked(const Resource& r) const;
-  void PushLocked();
+  std::vector<PluginDevice> DevicesLocked(const Resource& r) const GPUOP_REQUIRES(mu_);
+  void PushLocked() GPUOP_REQUIRES(mu_);
 
   void OnHealth(const std::map<std::string, bool>& changed);
   void Loop(std::stop_token stop);
@@ -183,29 +183,29 @@ class DevicePlugin {
 
   // Serialises structural changes: Start, Stop, Reload, rescans, kubelet
   // restarts, registration. Never taken by gRPC or monitor callbacks.
-  std::mutex ops_mu_;
-  std::unique_ptr<HealthMonitor> monitor_;                  // GUARDED_BY(ops_mu_)
-  std::set<std::string> monitor_units_;                     // GUARDED_BY(ops_mu_)
-  std::unique_ptr<kubelet::KubeletSocketWatcher> watcher_;  // GUARDED_BY(ops_mu_)
-  std::string last_rebuild_error_;                          // GUARDED_BY(ops_mu_)
-  std::string driver_version_;                              // GUARDED_BY(ops_mu_): NVML's
-  std::string last_register_error_;                         // GUARDED_BY(mu_)
-  bool started_ = false;                                    // GUARDED_BY(ops_mu_)
+  Mutex ops_mu_;
+  std::unique_ptr<HealthMonitor> monitor_ GPUOP_GUARDED_BY(ops_mu_);
+  std::set<std::string> monitor_units_ GPUOP_GUARDED_BY(ops_mu_);
+  std::unique_ptr<kubelet::KubeletSocketWatcher> watcher_ GPUOP_GUARDED_BY(ops_mu_);
+  std::string last_rebuild_error_ GPUOP_GUARDED_BY(ops_mu_);
+  std::string driver_version_ GPUOP_GUARDED_BY(ops_mu_);  // NVML's
+  std::string last_register_error_ GPUOP_GUARDED_BY(mu_);
+  bool started_ GPUOP_GUARDED_BY(ops_mu_) = false;
 
   // The state callbacks read. Order: ops_mu_ before mu_.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::shared_ptr<const Config> config_;      // GUARDED_BY(mu_)
-  std::vector<nvml::Gpu> gpus_;               // GUARDED_BY(mu_)
-  std::string layout_;                        // GUARDED_BY(mu_)
-  std::map<std::string, Served> served_;      // GUARDED_BY(mu_)
-  std::set<std::string> unhealthy_;           // GUARDED_BY(mu_): unit UUIDs
-  std::set<std::string> vanished_;            // GUARDED_BY(mu_): units NVML no longer lists
-  std::shared_ptr<const Topology> topology_;  // GUARDED_BY(mu_)
-  std::string nvml_error_;                    // GUARDED_BY(mu_): empty while NVML answers
-  bool kubelet_restarted_ = false;            // GUARDED_BY(mu_)
-  bool wake_ = false;                         // GUARDED_BY(mu_)
-  DevicePluginStats stats_;                   // GUARDED_BY(mu_)
+  std::shared_ptr<const Config> config_ GPUOP_GUARDED_BY(mu_);
+  std::vector<nvml::Gpu> gpus_ GPUOP_GUARDED_BY(mu_);
+  std::string layout_ GPUOP_GUARDED_BY(mu_);
+  std::map<std::string, Served> served_ GPUOP_GUARDED_BY(mu_);
+  std::set<std::string> unhealthy_ GPUOP_GUARDED_BY(mu_);  // unit UUIDs
+  std::set<std::string> vanished_ GPUOP_GUARDED_BY(mu_);   // units NVML no longer lists
+  std::shared_ptr<const Topology> topology_ GPUOP_GUARDED_BY(mu_);
+  std::string nvml_error_ GPUOP_GUARDED_BY(mu_);  // empty while NVML answers
+  bool kubelet_restarted_ GPUOP_GUARDED_BY(mu_) = false;
+  bool wake_ GPUOP_GUARDED_BY(mu_) = false;
+  DevicePluginStats stats_ GPUOP_GUARDED_BY(mu_);
 
   std::jthread loop_;
 };

@@ -104,7 +104,7 @@ std::map<std::string, kubelet::DraPrepareResult> Driver::Prepare(
   }
   if (allocations.empty()) return out;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto file_lock = LockPluginDir();
   auto cp = file_lock.ok() ? checkpoint_.Load() : Result<Checkpoint>(file_lock.status());
   if (!cp.ok()) {
@@ -237,7 +237,7 @@ Status Driver::Undo(Checkpoint& cp, const std::string& uid) {
 std::map<std::string, std::string> Driver::Unprepare(const std::vector<kubelet::DraClaim>& claims) {
   std::map<std::string, std::string> out;
   if (claims.empty()) return out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto file_lock = LockPluginDir();
   auto cp = file_lock.ok() ? checkpoint_.Load() : Result<Checkpoint>(file_lock.status());
   for (const kubelet::DraClaim& claim : claims) {

@@ -30,13 +30,13 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/files.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "dra/checkpoint.h"
 #include "dra/claims.h"
@@ -113,15 +113,16 @@ class Driver final : public kubelet::DraDriver {
   std::string CdiSpecPath(const std::string& claim_uid) const;
 
  private:
-  // REQUIRES: mu_ and the file lock held (both below).
+  // The file lock must be held too (LockPluginDir).
   Result<std::vector<kubelet::DraPreparedDevice>> PrepareClaim(Checkpoint& cp,
                                                                const ClaimAllocation& claim,
-                                                               std::optional<NodeDevices>& node);
+                                                               std::optional<NodeDevices>& node)
+      GPUOP_REQUIRES(mu_);
   Result<std::vector<CheckpointDevice>> PlanDevices(const ClaimAllocation& claim,
                                                     const NodeDevices& node,
                                                     std::map<std::string, TimeSliceInterval>& ts,
                                                     std::vector<ResolvedDevice>& resolved) const;
-  Status Undo(Checkpoint& cp, const std::string& uid);
+  Status Undo(Checkpoint& cp, const std::string& uid) GPUOP_REQUIRES(mu_);
   // The cross-process lock, <plugin dir>/pu.lock (the directory is made).
   Result<FileLock> LockPluginDir() const;
 
@@ -130,7 +131,7 @@ class Driver final : public kubelet::DraDriver {
   const NodeDevicesSource devices_;
   TimeSlicer& time_slicer_;
   const CheckpointFile checkpoint_;
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 }  // namespace gpuop::dra

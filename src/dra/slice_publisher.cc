@@ -29,7 +29,6 @@ std::string SliceName(const Json& slice) {
 
 }  // namespace
 
-
 std::string SliceFieldSelector(const std::string& node_name) {
   return "spec.nodeName=" + node_name + ",spec.driver=" + kDriverName;
 }
@@ -38,20 +37,20 @@ SlicePublisher::SlicePublisher(kube::Client& client, std::string node_name, std:
     : client_(client), node_name_(std::move(node_name)), node_uid_(std::move(node_uid)) {}
 
 Status SlicePublisher::Publish(std::vector<Device> devices) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   devices_ = std::move(devices);
   published_once_ = true;
   return SyncLocked();
 }
 
 Status SlicePublisher::Resync() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!published_once_) return Status::Ok();
   return SyncLocked();
 }
 
 int64_t SlicePublisher::generation() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return generation_;
 }
 

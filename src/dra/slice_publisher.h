@@ -17,11 +17,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "dra/devices.h"
 #include "dra/slices.h"
@@ -49,20 +49,19 @@ class SlicePublisher {
   int64_t generation() const;
 
  private:
-  // REQUIRES: mu_ held.
-  Status SyncLocked();
-  Status EnsureNodeUidLocked();
+  Status SyncLocked() GPUOP_REQUIRES(mu_);
+  Status EnsureNodeUidLocked() GPUOP_REQUIRES(mu_);
 
   kube::Client& client_;
   const std::string node_name_;
 
-  mutable std::mutex mu_;
-  std::string node_uid_;         // GUARDED_BY(mu_)
-  std::vector<Device> devices_;  // GUARDED_BY(mu_)
-  bool published_once_ = false;  // GUARDED_BY(mu_)
-  int64_t generation_ = 0;       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string node_uid_ GPUOP_GUARDED_BY(mu_);
+  std::vector<Device> devices_ GPUOP_GUARDED_BY(mu_);
+  bool published_once_ GPUOP_GUARDED_BY(mu_) = false;
+  int64_t generation_ GPUOP_GUARDED_BY(mu_) = 0;
   // The last complete write and what the server stored of it.
-  std::optional<PoolWrite> last_write_;  // GUARDED_BY(mu_)
+  std::optional<PoolWrite> last_write_ GPUOP_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuop::dra

@@ -71,12 +71,12 @@ PodResourcesCache::~PodResourcesCache() {
 }
 
 std::shared_ptr<const PodResourcesCache::Containers> PodResourcesCache::Latest() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return latest_;
 }
 
 uint64_t PodResourcesCache::errors() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return errors_;
 }
 
@@ -88,7 +88,7 @@ void PodResourcesCache::Run(std::stop_token stop) {
     if (listed.ok()) {
       if (!last_error.empty()) LogInfo("pod-resources answers again");
       last_error.clear();
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!latest_ || *latest_ != *listed) {
         latest_ = std::make_shared<const Containers>(std::move(listed).value());
         changed = true;
@@ -100,12 +100,12 @@ void PodResourcesCache::Run(std::stop_token stop) {
         LogWarn("pod-resources List failed; keeping the last pod mapping",
                 {{"error", listed.status()}});
       }
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++errors_;
     }
     if (changed && on_change_) on_change_();
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, stop, interval_, [] { return false; });
+    MutexLock lock(mu_);
+    cv_.wait_for(lock.native(), stop, interval_, [] { return false; });
   }
 }
 

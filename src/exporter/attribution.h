@@ -21,7 +21,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -29,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kubelet/pod_resources.h"
 #include "nvml/device.h"
@@ -91,11 +91,11 @@ class PodResourcesCache {
   const Lister lister_;
   const std::chrono::milliseconds interval_;
   const std::function<void()> on_change_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::shared_ptr<const Containers> latest_;  // GUARDED_BY(mu_)
-  uint64_t errors_ = 0;                       // GUARDED_BY(mu_)
-  std::jthread thread_;                       // last: starts after the members above
+  std::shared_ptr<const Containers> latest_ GPUOP_GUARDED_BY(mu_);
+  uint64_t errors_ GPUOP_GUARDED_BY(mu_) = 0;
+  std::jthread thread_;  // last: starts after the members above
 };
 
 }  // namespace gpuop::exporter

@@ -63,12 +63,12 @@ void Exporter::Stop() {
   if (collector_.joinable()) collector_.join();
   if (events_.joinable()) events_.join();
   pods_.reset();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   client_.reset();
 }
 
 std::shared_ptr<const std::string> Exporter::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return snapshot_;
 }
 
@@ -80,7 +80,7 @@ bool Exporter::WatchingEvents() const { return watching_events_.load(); }
 
 void Exporter::CollectNow() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wake_ = true;
   }
   wake_cv_.notify_all();
@@ -105,20 +105,20 @@ http::Response Exporter::Metrics() {
 }
 
 http::Response Exporter::Health() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!client_) return {503, "text/plain; charset=utf-8", "NVML is not open\n", nullptr};
   if (!snapshot_) return {503, "text/plain; charset=utf-8", "no collection yet\n", nullptr};
   return {200, "text/plain; charset=utf-8", "OK\n", nullptr};
 }
 
 std::shared_ptr<nvml::Client> Exporter::CurrentClient() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return client_;
 }
 
 void Exporter::DropClient() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     client_.reset();
     ++client_generation_;
   }
@@ -135,7 +135,7 @@ void Exporter::RunCollector(std::stop_token stop) {
       if (opened.ok()) {
         client = std::shared_ptr<nvml::Client>(std::move(opened).value());
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           client_ = client;
           ++client_generation_;
         }
@@ -158,8 +158,8 @@ void Exporter::RunCollector(std::stop_token stop) {
       DropClient();  // reopened on the next round
       wait = std::min(wait, options_.nvml_retry_interval);
     }
-    std::unique_lock lock(mu_);
-    wake_cv_.wait_for(lock, stop, wait, [this] { return wake_; });
+    MutexLock lock(mu_);
+    wake_cv_.wait_for(lock.native(), stop, wait, [this]() GPUOP_REQUIRES(mu_) { return wake_; });
     wake_ = false;
   }
 }
@@ -201,7 +201,7 @@ bool Exporter::Collect(const nvml::Client& client) {
   }
   std::map<unsigned, uint64_t> xids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     xids = last_xid_;
   }
 
@@ -294,7 +294,7 @@ bool Exporter::Collect(const nvml::Client& client) {
   last_render_size_ = text.size();
   auto snap = std::make_shared<const std::string>(std::move(text));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     snapshot_ = std::move(snap);
   }
   collections_.fetch_add(1);
@@ -307,12 +307,13 @@ void Exporter::RunEvents(std::stop_token stop) {
   uint64_t generation = 0;
   std::string last_error;
   auto pause = [&](std::chrono::milliseconds d) {
-    std::unique_lock lock(mu_);
-    wake_cv_.wait_for(lock, stop, d, [&] { return client_generation_ != generation; });
+    MutexLock lock(mu_);
+    wake_cv_.wait_for(lock.native(), stop, d,
+                      [&]() GPUOP_REQUIRES(mu_) { return client_generation_ != generation; });
   };
   while (!stop.stop_requested()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (client_generation_ != generation) {
         watcher.reset();
         watching_events_ = false;
@@ -358,7 +359,7 @@ void Exporter::RunEvents(std::stop_token stop) {
     const nvml::Event& e = **ev;
     LogWarn("XID", {{"gpu", e.gpu}, {"uuid", e.uuid}, {"xid", e.xid}});
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       last_xid_[e.gpu] = e.xid;
       wake_ = true;  // show it now, not at the next interval
     }

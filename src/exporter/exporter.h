@@ -24,13 +24,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "exporter/attribution.h"
 #include "exporter/counters.h"
@@ -96,19 +96,19 @@ class Exporter {
   const ExporterOptions options_;
   const bool needs_gpm_;  // a counter is a profiling field
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any wake_cv_;
-  bool wake_ = false;                            // GUARDED_BY(mu_)
-  std::shared_ptr<nvml::Client> client_;         // GUARDED_BY(mu_)
-  uint64_t client_generation_ = 0;               // GUARDED_BY(mu_)
-  std::shared_ptr<const std::string> snapshot_;  // GUARDED_BY(mu_)
-  std::map<unsigned, uint64_t> last_xid_;        // GUARDED_BY(mu_): by GPU index
+  bool wake_ GPUOP_GUARDED_BY(mu_) = false;
+  std::shared_ptr<nvml::Client> client_ GPUOP_GUARDED_BY(mu_);
+  uint64_t client_generation_ GPUOP_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const std::string> snapshot_ GPUOP_GUARDED_BY(mu_);
+  std::map<unsigned, uint64_t> last_xid_ GPUOP_GUARDED_BY(mu_);  // by GPU index
 
   // Collector-thread state, reused across collections.
-  std::unique_ptr<nvml::GpmSampler> gpm_;  // of the current client; null without one
+  std::unique_ptr<nvml::GpmSampler> gpm_;                // of the current client; null without one
   std::set<std::pair<unsigned, unsigned>> gpm_failing_;  // (GPU, GI or ~0u) logged as failing
-  std::vector<nvml::Gpu> known_gpus_;      // last good identity per GPU index
-  std::vector<bool> was_healthy_;      // per GPU index, to log changes once
+  std::vector<nvml::Gpu> known_gpus_;                    // last good identity per GPU index
+  std::vector<bool> was_healthy_;                        // per GPU index, to log changes once
   Collection collection_;
   SelfStats self_;
   size_t last_render_size_ = 0;

@@ -248,31 +248,31 @@ void Daemon::Stop() {
 }
 
 void Daemon::SetConfig(deviceplugin::Config config) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   config_ = std::move(config);
   config_changed_ = true;
   cv_.notify_all();
 }
 
 void Daemon::Relabel() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   relabel_ = true;
   config_changed_ = true;  // wakes the loop
   cv_.notify_all();
 }
 
 uint64_t Daemon::passes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return passes_;
 }
 
 bool Daemon::WaitForPasses(uint64_t n, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return passes_ >= n; });
+  MutexLock lock(mu_);
+  return cv_.wait_for(lock.native(), timeout, [&]() GPUOP_REQUIRES(mu_) { return passes_ >= n; });
 }
 
 Labels Daemon::labels() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return labels_;
 }
 
@@ -293,7 +293,7 @@ void Daemon::Run(std::stop_token stop) {
     deviceplugin::Config config;
     bool relabel = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       config = config_;
       config_changed_ = false;
       std::swap(relabel, relabel_);
@@ -339,7 +339,7 @@ void Daemon::Run(std::stop_token stop) {
             last_error.clear();
             written = *labels;
             last_write = now;
-            std::lock_guard lock(mu_);
+            MutexLock lock(mu_);
             labels_ = *labels;
             ++passes_;
             cv_.notify_all();
@@ -347,8 +347,8 @@ void Daemon::Run(std::stop_token stop) {
         }
       }
     }
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, stop, wait, [&] { return config_changed_; });
+    MutexLock lock(mu_);
+    cv_.wait_for(lock.native(), stop, wait, [&]() GPUOP_REQUIRES(mu_) { return config_changed_; });
   }
   // NFD drops the labels of a features file that is gone.
   // Only a regular file: never a stream such as /dev/stdout, nor a link.

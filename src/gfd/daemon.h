@@ -37,7 +37,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stop_token>
@@ -45,6 +44,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/config.h"
 #include "gfd/labels.h"
@@ -165,13 +165,13 @@ class Daemon {
   const DaemonOptions options_;
   const std::optional<int64_t> timestamp_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable_any cv_;
-  deviceplugin::Config config_;  // GUARDED_BY(mu_)
-  bool config_changed_ = false;  // GUARDED_BY(mu_)
-  bool relabel_ = false;         // GUARDED_BY(mu_)
-  uint64_t passes_ = 0;          // GUARDED_BY(mu_)
-  Labels labels_;                // GUARDED_BY(mu_)
+  deviceplugin::Config config_ GPUOP_GUARDED_BY(mu_);
+  bool config_changed_ GPUOP_GUARDED_BY(mu_) = false;
+  bool relabel_ GPUOP_GUARDED_BY(mu_) = false;
+  uint64_t passes_ GPUOP_GUARDED_BY(mu_) = 0;
+  Labels labels_ GPUOP_GUARDED_BY(mu_);
 
   std::atomic<bool> stopped_{false};
   std::jthread thread_;

@@ -20,13 +20,13 @@
 #include <deque>
 #include <exception>
 #include <list>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/log.h"
+#include "base/mutex.h"
 #include "base/strings.h"
 #include "http/request.h"
 
@@ -188,7 +188,9 @@ struct Server::Impl {
   Clock::time_point next_scan = Clock::time_point::max();
   Clock::time_point accept_resume = Clock::time_point::min();
   bool accept_paused = false;
-  std::mutex stop_mu;
+  // Serialises Stop()'s join of `loop`. Not GUARDED_BY: Start sets `loop`
+  // before the server is shared, without it.
+  Mutex stop_mu;
   std::atomic<std::thread::id> loop_id;
   std::stop_source stop;
   std::jthread loop;
@@ -747,7 +749,7 @@ void Server::Stop() {
   // From a handler (the loop thread itself) the loop ends after this batch;
   // the owner's later Stop or destructor joins it.
   if (impl_->loop_id.load() == std::this_thread::get_id()) return;
-  std::lock_guard lock(impl_->stop_mu);
+  MutexLock lock(impl_->stop_mu);
   if (impl_->loop.joinable()) impl_->loop.join();  // it closes every connection and the port
 }
 

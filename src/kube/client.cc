@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "base/strings.h"
 #include "kube/http_transport.h"
 #include "kube/rate_limiter.h"
@@ -33,14 +34,14 @@ class TokenSource {
       : token_(std::move(token)), file_(std::move(file)) {}
 
   std::string Get() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!file_.empty()) ReloadLocked(/*force=*/false);
     return token_;
   }
 
   // Re-reads the file whatever its stamp says; true when the token changed.
   bool Refresh() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (file_.empty()) return false;
     std::string before = token_;
     ReloadLocked(/*force=*/true);
@@ -58,7 +59,7 @@ class TokenSource {
     bool operator==(const Stamp&) const = default;
   };
 
-  void ReloadLocked(bool force) {
+  void ReloadLocked(bool force) GPUOP_REQUIRES(mu_) {
     struct stat st {};
     if (::stat(file_.c_str(), &st) != 0) {
       WarnOnce("the token file cannot be read; keeping the last token");
@@ -83,17 +84,17 @@ class TokenSource {
     warned_ = false;
   }
 
-  void WarnOnce(const std::string& why) {
+  void WarnOnce(const std::string& why) GPUOP_REQUIRES(mu_) {
     if (warned_) return;
     warned_ = true;
     LogWarn("bearer token file unreadable", {{"file", file_}, {"error", why}});
   }
 
-  std::mutex mu_;
-  std::string token_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::string token_ GPUOP_GUARDED_BY(mu_);
   const std::string file_;
-  Stamp stamp_;          // GUARDED_BY(mu_)
-  bool warned_ = false;  // GUARDED_BY(mu_)
+  Stamp stamp_ GPUOP_GUARDED_BY(mu_);
+  bool warned_ GPUOP_GUARDED_BY(mu_) = false;
 };
 
 // One API call, for messages and the retry policy.

@@ -28,7 +28,7 @@ Controller::Controller(std::string name, WorkQueueOptions queue_options, int wor
 Controller::~Controller() {
   std::vector<std::pair<Informer*, Informer::HandlerId>> handlers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     handlers.swap(handlers_);
   }
   for (auto& [informer, id] : handlers) informer->RemoveEventHandler(id);
@@ -55,23 +55,23 @@ void Controller::Watch(Informer& informer, MapFunc map) {
   };
   handler.on_delete = [enqueue](const ObjectPtr& obj) { enqueue(*obj); };
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sync_on_.push_back(&informer);
   }
   Informer::HandlerId id = informer.AddEventHandler(std::move(handler));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   handlers_.emplace_back(&informer, id);
 }
 
 void Controller::RequireSynced(const Informer& informer) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sync_on_.push_back(&informer);
 }
 
 Status Controller::Run(std::stop_token stop) {
   std::vector<const Informer*> informers;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     informers = sync_on_;
   }
   for (const Informer* informer : informers) {

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kube/informer.h"
 #include "kube/workqueue.h"
@@ -98,9 +99,9 @@ class Controller {
   const ReconcileFunc reconcile_;
   WorkQueue queue_;
 
-  std::mutex mu_;
-  std::vector<std::pair<Informer*, Informer::HandlerId>> handlers_;  // GUARDED_BY(mu_)
-  std::vector<const Informer*> sync_on_;                             // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::pair<Informer*, Informer::HandlerId>> handlers_ GPUOP_GUARDED_BY(mu_);
+  std::vector<const Informer*> sync_on_ GPUOP_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> reconciles_{0}, errors_{0}, exceptions_{0}, requeue_after_{0};
 };

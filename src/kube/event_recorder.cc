@@ -117,7 +117,7 @@ void EventRecorder::Event(const ObjectReference& object, EventType type, std::st
   std::string spam_key = JoinKey(
       {object.api_version, object.kind, object.namespace_, object.name, object.uid, reason});
   std::string key = spam_key + JoinKey({type_name, message});
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   if (!AllowBySpamFilter(spam_key, now)) {
     ++stats_.dropped_spam;
     return;
@@ -164,26 +164,28 @@ bool EventRecorder::AllowBySpamFilter(const std::string& key, system_clock::time
 }
 
 bool EventRecorder::Flush(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lk(mu_);
-  return cv_.wait_for(lk, timeout, [this] { return order_.empty() && !sending_; });
+  MutexLock lk(mu_);
+  return cv_.wait_for(lk.native(), timeout,
+                      [this]() GPUOP_REQUIRES(mu_) { return order_.empty() && !sending_; });
 }
 
 EventRecorder::Stats EventRecorder::stats() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return stats_;
 }
 
 void EventRecorder::SenderLoop(std::stop_token stop) {
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   while (true) {
-    if (!cv_.wait(lk, stop, [this] { return !order_.empty(); })) break;  // stopping
+    if (!cv_.wait(lk.native(), stop, [this]() GPUOP_REQUIRES(mu_) { return !order_.empty(); }))
+      break;  // stopping
     std::string key = std::move(order_.front());
     order_.pop_front();
     auto node = pending_.extract(key);
     sending_ = true;
-    lk.unlock();
+    lk.Unlock();
     Send(key, node.mapped());
-    lk.lock();
+    lk.Lock();
     sending_ = false;
     cv_.notify_all();
   }
@@ -200,7 +202,7 @@ void EventRecorder::Send(const std::string& key, const Pending& pending) {
     if (patched.ok()) {
       sent.count = count;
       sent.last = pending.last;
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       ++stats_.patched;
       return;
     }
@@ -208,7 +210,7 @@ void EventRecorder::Send(const std::string& key, const Pending& pending) {
       LogWarn("cannot update event", {{"event", MakeKey(sent.namespace_, sent.name)},
                                       {"reason", pending.reason},
                                       {"error", patched.status()}});
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       ++stats_.failed;
       return;
     }
@@ -258,7 +260,7 @@ bool EventRecorder::CreateEvent(const Pending& pending, int64_t count,
     Result<Json> created = client_.Create(resources::kEvents, ns, event);
     if (created.ok()) {
       *sent = Sent{ns, name, count, first, pending.last};
-      std::lock_guard<std::mutex> lk(mu_);
+      MutexLock lk(mu_);
       ++stats_.created;
       return true;
     }
@@ -269,7 +271,7 @@ bool EventRecorder::CreateEvent(const Pending& pending, int64_t count,
           {{"object", MakeKey(pending.object.namespace_, pending.object.name)},
            {"reason", pending.reason},
            {"error", error}});
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   ++stats_.failed;
   return false;
 }

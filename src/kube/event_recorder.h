@@ -45,6 +45,7 @@
 #include <unordered_map>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "kube/client.h"
 #include "kube/object.h"
 #include "kube/resource.h"
@@ -133,7 +134,8 @@ class EventRecorder {
     std::chrono::system_clock::time_point refilled;
   };
 
-  bool AllowBySpamFilter(const std::string& key, std::chrono::system_clock::time_point now);
+  bool AllowBySpamFilter(const std::string& key, std::chrono::system_clock::time_point now)
+      GPUOP_REQUIRES(mu_);
   void SenderLoop(std::stop_token stop);
   void Send(const std::string& key, const Pending& pending);
   bool CreateEvent(const Pending& pending, int64_t count,
@@ -145,13 +147,13 @@ class EventRecorder {
   std::string host_;
   std::string instance_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::deque<std::string> order_;                     // GUARDED_BY(mu_): keys, oldest first
-  std::unordered_map<std::string, Pending> pending_;  // GUARDED_BY(mu_)
-  std::unordered_map<std::string, Bucket> buckets_;   // GUARDED_BY(mu_)
-  bool sending_ = false;                              // GUARDED_BY(mu_)
-  Stats stats_;                                       // GUARDED_BY(mu_)
+  std::deque<std::string> order_ GPUOP_GUARDED_BY(mu_);  // keys, oldest first
+  std::unordered_map<std::string, Pending> pending_ GPUOP_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Bucket> buckets_ GPUOP_GUARDED_BY(mu_);
+  bool sending_ GPUOP_GUARDED_BY(mu_) = false;
+  Stats stats_ GPUOP_GUARDED_BY(mu_);
 
   // Sender thread only.
   std::unordered_map<std::string, Sent> sent_;

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/no_sigpipe.h"
 #include "base/strings.h"
 
@@ -536,8 +537,8 @@ struct HttpTransport::State {
   TransportError tls_setup_error = TransportError::kNone;
   std::string tls_setup_message;
 
-  std::mutex pool_mu;
-  std::vector<std::unique_ptr<Connection>> idle;  // GUARDED_BY(pool_mu)
+  Mutex pool_mu;
+  std::vector<std::unique_ptr<Connection>> idle GPUOP_GUARDED_BY(pool_mu);
 
   ~State() {
     idle.clear();
@@ -601,7 +602,7 @@ struct HttpTransport::State {
   }
 
   std::unique_ptr<Connection> TakeIdle(const std::string& key) {
-    std::lock_guard lock(pool_mu);
+    MutexLock lock(pool_mu);
     for (size_t i = idle.size(); i-- > 0;) {
       if (idle[i]->key != key) continue;
       std::unique_ptr<Connection> c = std::move(idle[i]);
@@ -613,7 +614,7 @@ struct HttpTransport::State {
 
   void GiveBack(std::unique_ptr<Connection> c) {
     c->used = true;
-    std::lock_guard lock(pool_mu);
+    MutexLock lock(pool_mu);
     if (idle.size() >= options.max_idle_connections) idle.erase(idle.begin());
     idle.push_back(std::move(c));
   }

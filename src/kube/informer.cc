@@ -89,7 +89,7 @@ Informer::Informer(Client* client, InformerOptions options)
 Informer::~Informer() { Stop(); }
 
 void Informer::Start(std::stop_token stop) {
-  std::lock_guard lock(thread_mu_);
+  MutexLock lock(thread_mu_);
   if (thread_.joinable()) return;
   thread_ = std::jthread([this](std::stop_token own) {
     Status s = Run(own);
@@ -104,7 +104,7 @@ void Informer::Start(std::stop_token stop) {
 void Informer::Stop() {
   std::jthread thread;
   {
-    std::lock_guard lock(thread_mu_);
+    MutexLock lock(thread_mu_);
     parent_stop_.reset();  // waits for a callback already running
     thread = std::move(thread_);
   }
@@ -308,18 +308,18 @@ void Informer::SetSynced() {
 }
 
 std::string Informer::LastResourceVersion() const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   return last_resource_version_;
 }
 
 ObjectPtr Informer::Get(std::string_view key) const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   auto it = objects_.find(std::string(key));
   return it == objects_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Informer::List() const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   std::vector<ObjectPtr> out;
   out.reserve(objects_.size());
   for (const auto& [key, obj] : objects_) out.push_back(obj);
@@ -327,7 +327,7 @@ std::vector<ObjectPtr> Informer::List() const {
 }
 
 std::vector<std::string> Informer::ListKeys() const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   std::vector<std::string> out;
   out.reserve(objects_.size());
   for (const auto& [key, obj] : objects_) out.push_back(key);
@@ -335,12 +335,12 @@ std::vector<std::string> Informer::ListKeys() const {
 }
 
 size_t Informer::Size() const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   return objects_.size();
 }
 
 Status Informer::AddIndex(std::string name, IndexFunc index) {
-  std::unique_lock lock(cache_mu_);
+  WriterMutexLock lock(cache_mu_);
   if (indexes_.count(name) > 0) {
     return AlreadyExists("informer for " + name_ + " already has an index named \"" + name + "\"");
   }
@@ -353,7 +353,7 @@ Status Informer::AddIndex(std::string name, IndexFunc index) {
 }
 
 std::vector<std::string> Informer::IndexKeys(std::string_view index, std::string_view value) const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   auto it = indexes_.find(index);
   if (it == indexes_.end()) return {};
   auto entry = it->second.entries.find(std::string(value));
@@ -362,7 +362,7 @@ std::vector<std::string> Informer::IndexKeys(std::string_view index, std::string
 }
 
 std::vector<ObjectPtr> Informer::ByIndex(std::string_view index, std::string_view value) const {
-  std::shared_lock lock(cache_mu_);
+  ReaderMutexLock lock(cache_mu_);
   auto it = indexes_.find(index);
   if (it == indexes_.end()) return {};
   auto entry = it->second.entries.find(std::string(value));
@@ -404,7 +404,7 @@ void Informer::ApplyEvent(WatchEvent event) {
   if (event.type == Type::kBookmark) {
     std::string rv = ResourceVersion(event.object);
     if (!rv.empty()) {
-      std::unique_lock lock(cache_mu_);
+      WriterMutexLock lock(cache_mu_);
       last_resource_version_ = std::move(rv);
     }
     ++events_;
@@ -419,10 +419,10 @@ void Informer::ApplyEvent(WatchEvent event) {
   std::string rv = ResourceVersion(*obj);
   const bool deleted = event.type == Type::kDeleted;
 
-  std::lock_guard dispatch(dispatch_mu_);
+  MutexLock dispatch(dispatch_mu_);
   ObjectPtr old;
   {
-    std::unique_lock lock(cache_mu_);
+    WriterMutexLock lock(cache_mu_);
     auto it = objects_.find(key);
     if (it != objects_.end()) {
       old = it->second;
@@ -479,7 +479,7 @@ void Informer::ReplaceObjects(std::vector<ObjectPtr> objects, std::string resour
   }
   objects = {};
 
-  std::lock_guard dispatch(dispatch_mu_);
+  MutexLock dispatch(dispatch_mu_);
   std::vector<ObjectPtr> added;
   std::vector<std::pair<ObjectPtr, ObjectPtr>> updated;
   std::vector<ObjectPtr> deleted;
@@ -498,7 +498,7 @@ void Informer::ReplaceObjects(std::vector<ObjectPtr> objects, std::string resour
     if (fresh.count(key) == 0) deleted.push_back(obj);
   }
   {
-    std::unique_lock lock(cache_mu_);
+    WriterMutexLock lock(cache_mu_);
     objects_.swap(fresh);
     for (auto& [name, index] : indexes_) index.entries.clear();
     for (const auto& [key, obj] : objects_) IndexAddLocked(key, *obj);
@@ -516,7 +516,7 @@ void Informer::ReplaceObjects(std::vector<ObjectPtr> objects, std::string resour
 }
 
 void Informer::Resync() {
-  std::lock_guard dispatch(dispatch_mu_);
+  MutexLock dispatch(dispatch_mu_);
   std::vector<ObjectPtr> all;
   all.reserve(objects_.size());
   for (const auto& [key, obj] : objects_) all.push_back(obj);
@@ -524,7 +524,7 @@ void Informer::Resync() {
 }
 
 Informer::HandlerId Informer::AddEventHandler(EventHandler handler) {
-  std::lock_guard dispatch(dispatch_mu_);
+  MutexLock dispatch(dispatch_mu_);
   if (handler.on_add) {
     // objects_ is only written under dispatch_mu_, which this thread holds.
     // No structured binding: clang 14 cannot capture one in a lambda.
@@ -539,7 +539,7 @@ Informer::HandlerId Informer::AddEventHandler(EventHandler handler) {
 }
 
 void Informer::RemoveEventHandler(HandlerId id) {
-  std::lock_guard dispatch(dispatch_mu_);
+  MutexLock dispatch(dispatch_mu_);
   std::erase_if(handlers_, [id](const Handler& h) { return h.id == id; });
 }
 
@@ -581,10 +581,11 @@ Json Informer::Describe() const {
               {"fieldSelector", options_.field_selector},
               {"synced", HasSynced()}};
   Json objects = Json::object();
-  std::shared_lock lock(cache_mu_);
-  out["resourceVersion"] = last_resource_version_;
-  for (const auto& [key, obj] : objects_) objects[key] = ResourceVersion(*obj);
-  lock.unlock();
+  {
+    ReaderMutexLock lock(cache_mu_);
+    out["resourceVersion"] = last_resource_version_;
+    for (const auto& [key, obj] : objects_) objects[key] = ResourceVersion(*obj);
+  }
   out["objects"] = std::move(objects);
   return out;
 }
@@ -598,7 +599,7 @@ SharedInformerFactory::~SharedInformerFactory() { Stop(); }
 
 void SharedInformerFactory::SetTransform(const Resource& resource,
                                          std::function<void(Json&)> transform) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   transforms_[ResourceKey(resource)] = std::move(transform);
 }
 
@@ -609,7 +610,7 @@ Informer& SharedInformerFactory::For(const Resource& resource, std::string_view 
   std::string key = ResourceKey(resource) + "|";
   key.append(effective_ns).append("|").append(label_selector).append("|").append(field_selector);
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = informers_.find(key);
   if (it != informers_.end()) return *it->second;
   InformerOptions options = defaults_;
@@ -626,14 +627,14 @@ Informer& SharedInformerFactory::For(const Resource& resource, std::string_view 
 }
 
 void SharedInformerFactory::Start(std::stop_token stop) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   started_ = true;
   stop_ = stop;
   for (auto& [key, informer] : informers_) informer->Start(stop);
 }
 
 std::vector<Informer*> SharedInformerFactory::All() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Informer*> all;
   all.reserve(informers_.size());
   for (const auto& [key, informer] : informers_) all.push_back(informer.get());
@@ -657,7 +658,7 @@ bool SharedInformerFactory::WaitForCacheSync(std::chrono::milliseconds timeout,
 void SharedInformerFactory::Stop() {
   std::vector<Informer*> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     started_ = false;
     for (auto& [key, informer] : informers_) all.push_back(informer.get());
   }

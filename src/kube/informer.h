@@ -45,7 +45,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <shared_mutex>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -54,6 +53,7 @@
 #include <vector>
 
 #include "base/backoff.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/resource.h"
@@ -219,13 +219,13 @@ class Informer {
   void ReplaceObjects(std::vector<ObjectPtr> objects, std::string resource_version);
 
   ObjectPtr Intern(Json obj) const;
-  // Index maintenance. REQUIRES: cache_mu_ held exclusively.
-  void IndexAddLocked(const std::string& key, const Json& obj);
-  void IndexRemoveLocked(const std::string& key, const Json& obj);
-  // Calls every handler. REQUIRES: dispatch_mu_ held.
-  void DispatchAdd(const ObjectPtr& obj);
-  void DispatchUpdate(const ObjectPtr& old, const ObjectPtr& obj);
-  void DispatchDelete(const ObjectPtr& obj);
+  // Index maintenance.
+  void IndexAddLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
+  void IndexRemoveLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
+  // Calls every handler.
+  void DispatchAdd(const ObjectPtr& obj) GPUOP_REQUIRES(dispatch_mu_);
+  void DispatchUpdate(const ObjectPtr& old, const ObjectPtr& obj) GPUOP_REQUIRES(dispatch_mu_);
+  void DispatchDelete(const ObjectPtr& obj) GPUOP_REQUIRES(dispatch_mu_);
   void SetSynced();
 
   Client* const client_;
@@ -234,15 +234,15 @@ class Informer {
 
   // Serialises cache changes with the handler calls that report them, and
   // handler registration, so handlers see events in order and exactly once.
-  std::mutex dispatch_mu_;
-  std::vector<Handler> handlers_;  // GUARDED_BY(dispatch_mu_)
-  HandlerId next_handler_id_ = 1;  // GUARDED_BY(dispatch_mu_)
+  Mutex dispatch_mu_;
+  std::vector<Handler> handlers_ GPUOP_GUARDED_BY(dispatch_mu_);
+  HandlerId next_handler_id_ GPUOP_GUARDED_BY(dispatch_mu_) = 1;
 
   // Written with dispatch_mu_ and cache_mu_ (exclusive) held; read with either.
-  mutable std::shared_mutex cache_mu_;
+  mutable SharedMutex cache_mu_;
   std::unordered_map<std::string, ObjectPtr> objects_;
-  std::map<std::string, Index, std::less<>> indexes_;  // GUARDED_BY(cache_mu_)
-  std::string last_resource_version_;                  // GUARDED_BY(cache_mu_)
+  std::map<std::string, Index, std::less<>> indexes_ GPUOP_GUARDED_BY(cache_mu_);
+  std::string last_resource_version_ GPUOP_GUARDED_BY(cache_mu_);
 
   Backoff backoff_;  // jitter for retries and watch timeouts
 
@@ -253,9 +253,10 @@ class Informer {
   std::atomic<uint64_t> lists_{0}, list_errors_{0}, watches_{0}, watch_errors_{0}, gone_{0},
       events_{0};
 
-  std::mutex thread_mu_;
-  std::jthread thread_;                                                   // GUARDED_BY(thread_mu_)
-  std::optional<std::stop_callback<std::function<void()>>> parent_stop_;  // GUARDED_BY(thread_mu_)
+  Mutex thread_mu_;
+  std::jthread thread_ GPUOP_GUARDED_BY(thread_mu_);
+  std::optional<std::stop_callback<std::function<void()>>> parent_stop_
+      GPUOP_GUARDED_BY(thread_mu_);
 };
 
 // One informer per (resource, namespace, selectors) for the whole process.
@@ -293,12 +294,12 @@ class SharedInformerFactory {
 
   Client* const client_;
   const InformerOptions defaults_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Informer>> informers_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Informer>> informers_ GPUOP_GUARDED_BY(mu_);
   // "group/version/resource" -> transform (SetTransform).
-  std::map<std::string, std::function<void(Json&)>> transforms_;  // GUARDED_BY(mu_)
-  bool started_ = false;                                        // GUARDED_BY(mu_)
-  std::stop_token stop_;                                        // GUARDED_BY(mu_)
+  std::map<std::string, std::function<void(Json&)>> transforms_ GPUOP_GUARDED_BY(mu_);
+  bool started_ GPUOP_GUARDED_BY(mu_) = false;
+  std::stop_token stop_ GPUOP_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuop::kube

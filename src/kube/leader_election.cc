@@ -154,12 +154,12 @@ LeaderElector::~LeaderElector() {
 }
 
 bool LeaderElector::IsLeader() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return leading_;
 }
 
 std::string LeaderElector::GetLeader() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   return holder_;
 }
 
@@ -170,8 +170,8 @@ void LeaderElector::Run(std::stop_token stop) {
   std::jthread timer([this](std::stop_token st) { RenewDeadlineTimer(st); });
   while (!stop.stop_requested()) {
     const bool holding = TryAcquireOrRenew();
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, stop, NextWait(holding), [] { return false; });
+    MutexLock lk(mu_);
+    cv_.wait_for(lk.native(), stop, NextWait(holding), [] { return false; });
   }
   StepDown("stopping");
   if (lead_thread_.joinable()) lead_thread_.join();
@@ -244,7 +244,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   last_written_ = std::move(written).value();
   ReportHolder(stored.holder_identity);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (leading_) {
       last_renew_ = now.mono;
       cv_.notify_all();
@@ -262,12 +262,12 @@ bool LeaderElector::TryAcquireOrRenew() {
 }
 
 void LeaderElector::BecomeLeader(steady_clock::time_point renewed_at) {
-  std::lock_guard<std::mutex> transition(transition_mu_);
+  MutexLock transition(transition_mu_);
   // The previous term's work has been told to stop; wait until it has.
   if (lead_thread_.joinable()) lead_thread_.join();
   std::stop_token lead_token;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     leading_ = true;
     last_renew_ = renewed_at;
     lead_stop_ = std::stop_source();
@@ -284,9 +284,9 @@ void LeaderElector::BecomeLeader(steady_clock::time_point renewed_at) {
 }
 
 void LeaderElector::StepDown(std::string_view why) {
-  std::lock_guard<std::mutex> transition(transition_mu_);
+  MutexLock transition(transition_mu_);
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     if (!leading_) return;
     leading_ = false;
     lead_stop_.request_stop();
@@ -300,22 +300,23 @@ void LeaderElector::StepDown(std::string_view why) {
 }
 
 void LeaderElector::RenewDeadlineTimer(std::stop_token stop) {
-  std::unique_lock<std::mutex> lk(mu_);
+  MutexLock lk(mu_);
   while (!stop.stop_requested()) {
     if (!leading_) {
-      cv_.wait(lk, stop, [this] { return leading_; });
+      cv_.wait(lk.native(), stop, [this]() GPUOP_REQUIRES(mu_) { return leading_; });
       continue;
     }
     const steady_clock::time_point deadline = last_renew_ + config_.renew_deadline;
     if (steady_clock::now() >= deadline) {
-      lk.unlock();
+      lk.Unlock();
       StepDown("no successful renewal within the renew deadline of " +
                Millis(config_.renew_deadline));
-      lk.lock();
+      lk.Lock();
       continue;
     }
-    cv_.wait_until(lk, stop, deadline,
-                   [&] { return !leading_ || last_renew_ + config_.renew_deadline != deadline; });
+    cv_.wait_until(lk.native(), stop, deadline, [&]() GPUOP_REQUIRES(mu_) {
+      return !leading_ || last_renew_ + config_.renew_deadline != deadline;
+    });
   }
 }
 
@@ -355,7 +356,7 @@ void LeaderElector::ReportApiError(std::string_view action, const std::string& l
 
 void LeaderElector::ReportHolder(const std::string& holder) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    MutexLock lk(mu_);
     holder_ = holder;
   }
   if (holder == reported_holder_) return;

@@ -39,6 +39,7 @@
 #include <string>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/object.h"
@@ -180,14 +181,14 @@ class LeaderElector {
 
   // Serialises the start and end of terms, so callbacks of one term never
   // overlap those of the next.
-  std::mutex transition_mu_;
+  Mutex transition_mu_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  bool leading_ = false;                                // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point last_renew_{};  // GUARDED_BY(mu_)
-  std::stop_source lead_stop_;                          // GUARDED_BY(mu_)
-  std::string holder_;                                  // GUARDED_BY(mu_)
+  bool leading_ GPUOP_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_renew_ GPUOP_GUARDED_BY(mu_){};
+  std::stop_source lead_stop_ GPUOP_GUARDED_BY(mu_);
+  std::string holder_ GPUOP_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuop::kube

@@ -13,7 +13,7 @@ TokenBucket::TokenBucket(double qps, int burst, const Clock* clock)
 
 std::chrono::nanoseconds TokenBucket::Reserve() {
   if (unlimited()) return std::chrono::nanoseconds(0);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Clock::SteadyTime now = clock_.SteadyNow();
   if (now > last_) {
     double elapsed = std::chrono::duration<double>(now - last_).count();

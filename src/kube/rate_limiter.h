@@ -17,6 +17,7 @@
 #include <stop_token>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 
 namespace gpuop::kube {
 
@@ -41,9 +42,9 @@ class TokenBucket {
   const double qps_;
   const double burst_;
   const Clock& clock_;
-  std::mutex mu_;
-  double tokens_;           // GUARDED_BY(mu_); may go negative: reserved ahead
-  Clock::SteadyTime last_;  // GUARDED_BY(mu_): when tokens_ was last brought up to date
+  Mutex mu_;
+  double tokens_ GPUOP_GUARDED_BY(mu_);           // may go negative: reserved ahead
+  Clock::SteadyTime last_ GPUOP_GUARDED_BY(mu_);  // when tokens_ was last brought up to date
 };
 
 }  // namespace gpuop::kube

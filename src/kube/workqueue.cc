@@ -15,7 +15,7 @@ ItemRateLimiter::ItemRateLimiter(RateLimiterOptions options, const Clock* clock)
 std::chrono::milliseconds ItemRateLimiter::When(const std::string& key) {
   int failures = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     failures = failures_[key]++;
   }
   // base * 2^(failures before this one), capped.
@@ -28,12 +28,12 @@ std::chrono::milliseconds ItemRateLimiter::When(const std::string& key) {
 }
 
 void ItemRateLimiter::Forget(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   failures_.erase(key);
 }
 
 int ItemRateLimiter::NumRequeues(const std::string& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = failures_.find(key);
   return it == failures_.end() ? 0 : it->second;
 }
@@ -56,7 +56,7 @@ void WorkQueue::AddLocked(const std::string& key) {
 }
 
 void WorkQueue::Add(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   AddLocked(key);
 }
 
@@ -65,7 +65,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::milliseconds delay
     Add(key);
     return;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shutting_down_) return;
   const Clock::SteadyTime ready = clock_.SteadyNow() + delay;
   auto [it, inserted] = waiting_.try_emplace(key, ready);
@@ -106,30 +106,30 @@ std::optional<std::string> WorkQueue::PopLocked() {
 }
 
 std::optional<std::string> WorkQueue::Get() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     PromoteDueLocked(clock_.SteadyNow());
     if (shutting_down_) return std::nullopt;
     if (!queue_.empty()) return PopLocked();
     if (delayed_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(lock.native());
     } else {
       // A copy: wait_until keeps reading its argument while the lock is
       // released, and another thread's AddAfter may reallocate the heap.
       const auto next = delayed_.top().ready;
-      clock_.WaitUntil(lock, cv_, next);
+      clock_.WaitUntil(lock.native(), cv_, next);
     }
   }
 }
 
 std::optional<std::string> WorkQueue::TryGet() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PromoteDueLocked(clock_.SteadyNow());
   return PopLocked();
 }
 
 void WorkQueue::Done(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   processing_.erase(key);
   if (dirty_.count(key) > 0 && !shutting_down_) {
     queue_.push_back(key);
@@ -139,19 +139,19 @@ void WorkQueue::Done(const std::string& key) {
 }
 
 size_t WorkQueue::Len() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PromoteDueLocked(clock_.SteadyNow());
   return queue_.size();
 }
 
 size_t WorkQueue::DelayedLen() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   PromoteDueLocked(clock_.SteadyNow());
   return waiting_.size();
 }
 
 void WorkQueue::ShutDown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!shutting_down_) {
     LogDebug("work queue shutting down",
              {{"queue", options_.name}, {"queued", queue_.size()}, {"delayed", waiting_.size()}});
@@ -162,12 +162,12 @@ void WorkQueue::ShutDown() {
 
 void WorkQueue::ShutDownWithDrain() {
   ShutDown();
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return processing_.empty(); });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [this]() GPUOP_REQUIRES(mu_) { return processing_.empty(); });
 }
 
 bool WorkQueue::ShuttingDown() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return shutting_down_;
 }
 

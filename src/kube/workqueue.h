@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "kube/rate_limiter.h"
 
 namespace gpuop::kube {
@@ -63,8 +64,8 @@ class ItemRateLimiter {
  private:
   const RateLimiterOptions options_;
   TokenBucket bucket_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, int> failures_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<std::string, int> failures_ GPUOP_GUARDED_BY(mu_);
 };
 
 struct WorkQueueOptions {
@@ -120,26 +121,25 @@ class WorkQueue {
     }
   };
 
-  // REQUIRES: mu_ held.
-  void AddLocked(const std::string& key);
-  void PromoteDueLocked(Clock::SteadyTime now);
-  std::optional<std::string> PopLocked();
+  void AddLocked(const std::string& key) GPUOP_REQUIRES(mu_);
+  void PromoteDueLocked(Clock::SteadyTime now) GPUOP_REQUIRES(mu_);
+  std::optional<std::string> PopLocked() GPUOP_REQUIRES(mu_);
 
   const WorkQueueOptions options_;
   const Clock& clock_;
   ItemRateLimiter limiter_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> queue_;               // GUARDED_BY(mu_)
-  std::unordered_set<std::string> dirty_;       // GUARDED_BY(mu_): queued, or to re-queue at Done
-  std::unordered_set<std::string> processing_;  // GUARDED_BY(mu_)
+  std::deque<std::string> queue_ GPUOP_GUARDED_BY(mu_);
+  std::unordered_set<std::string> dirty_ GPUOP_GUARDED_BY(mu_);  // queued, or to re-queue at Done
+  std::unordered_set<std::string> processing_ GPUOP_GUARDED_BY(mu_);
   // Delayed keys: a heap by due time, and each key's earliest due time (heap
   // entries that no longer match it are stale and skipped).
-  std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>> delayed_;  // GUARDED_BY(mu_)
-  std::unordered_map<std::string, Clock::SteadyTime> waiting_;                  // GUARDED_BY(mu_)
-  uint64_t seq_ = 0;                                                            // GUARDED_BY(mu_)
-  bool shutting_down_ = false;                                                  // GUARDED_BY(mu_)
+  std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>> delayed_ GPUOP_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Clock::SteadyTime> waiting_ GPUOP_GUARDED_BY(mu_);
+  uint64_t seq_ GPUOP_GUARDED_BY(mu_) = 0;
+  bool shutting_down_ GPUOP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuop::kube

@@ -5,13 +5,13 @@
 
 #include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "base/files.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kubelet/proto_convert.h"
 #include "kubelet/unix_socket.h"
@@ -40,7 +40,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
 
     void Offer(v1beta1::ListAndWatchResponse response) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (finishing_) return;
         next_ = std::move(response);
         if (writing_) return;
@@ -56,7 +56,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
     // Finishes the stream, after the write in flight if there is one.
     void End(grpc::Status status) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (finishing_) return;
         finishing_ = true;
         next_.reset();
@@ -72,7 +72,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
       bool finish = false;
       grpc::Status finish_with;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (!ok && !finishing_) {  // the kubelet hung up
           finishing_ = true;
           next_.reset();
@@ -105,11 +105,11 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
 
    private:
     Impl* const owner_;
-    std::mutex mu_;
-    bool writing_ = false;    // a StartWrite awaits its OnWriteDone
-    bool finishing_ = false;  // End() or a failed write: no more writes
-    grpc::Status final_status_;
-    std::optional<v1beta1::ListAndWatchResponse> next_;
+    Mutex mu_;
+    bool writing_ GPUOP_GUARDED_BY(mu_) = false;    // a StartWrite awaits its OnWriteDone
+    bool finishing_ GPUOP_GUARDED_BY(mu_) = false;  // End() or a failed write: no more writes
+    grpc::Status final_status_ GPUOP_GUARDED_BY(mu_);
+    std::optional<v1beta1::ListAndWatchResponse> next_ GPUOP_GUARDED_BY(mu_);
     v1beta1::ListAndWatchResponse current_;  // the message being written
   };
 
@@ -127,7 +127,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(
       grpc::CallbackServerContext* /*ctx*/, const v1beta1::Empty* /*request*/) override {
     auto* stream = new Stream(this);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // Tracked even when refused, so Stop() waits for its OnDone.
     streams_.insert(stream);
     if (stopping_) {
@@ -238,7 +238,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   }
 
   void SetDevices(std::vector<PluginDevice> devices) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     devices_ = std::move(devices);
     if (streams_.empty()) return;
     const v1beta1::ListAndWatchResponse response = ToListAndWatchResponse(devices_);
@@ -247,17 +247,17 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   }
 
   std::vector<PluginDevice> Devices() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return devices_;
   }
 
   void Stop() {
-    std::lock_guard stop_lock(stop_mu_);
+    MutexLock stop_lock(stop_mu_);
     if (stopped_) return;
     stopped_ = true;
     serving_.store(false);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       for (Stream* s : streams_) s->End(grpc::Status::OK);
     }
@@ -266,8 +266,9 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
       server_->Wait();
       // Shutdown returns once every call is done; make sure no stream still
       // points at us before this object can go.
-      std::unique_lock lock(mu_);
-      if (!streams_cv_.wait_for(lock, std::chrono::seconds(2), [&] { return streams_.empty(); })) {
+      MutexLock lock(mu_);
+      if (!streams_cv_.wait_for(lock.native(), std::chrono::seconds(2),
+                                [&]() GPUOP_REQUIRES(mu_) { return streams_.empty(); })) {
         LogError("device plugin streams still open after shutdown",
                  {{"socket", socket_path_}, {"streams", streams_.size()}});
       }
@@ -280,7 +281,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
     s.get_options_calls = options_calls_.load();
     s.list_and_watch_calls = lw_calls_.load();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       s.list_and_watch_open = streams_.size();
     }
     s.list_and_watch_sends = sends_.load();
@@ -303,7 +304,7 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   }
 
   void RemoveStream(Stream* s) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     streams_.erase(s);
     streams_cv_.notify_all();
   }
@@ -316,14 +317,14 @@ class DevicePluginServer::Impl final : public v1beta1::DevicePlugin::CallbackSer
   std::optional<SocketFileId> socket_id_;
   std::atomic<bool> serving_{false};
 
-  std::mutex stop_mu_;
-  bool stopped_ = false;  // guarded by stop_mu_
+  Mutex stop_mu_;
+  bool stopped_ GPUOP_GUARDED_BY(stop_mu_) = false;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable streams_cv_;
-  std::vector<PluginDevice> devices_;  // guarded by mu_
-  std::set<Stream*> streams_;          // guarded by mu_
-  bool stopping_ = false;              // guarded by mu_
+  std::vector<PluginDevice> devices_ GPUOP_GUARDED_BY(mu_);
+  std::set<Stream*> streams_ GPUOP_GUARDED_BY(mu_);
+  bool stopping_ GPUOP_GUARDED_BY(mu_) = false;
 
   std::atomic<uint64_t> options_calls_{0}, lw_calls_{0}, sends_{0}, allocate_calls_{0},
       allocate_errors_{0}, preferred_calls_{0}, preferred_errors_{0}, prestart_calls_{0};

@@ -6,12 +6,12 @@
 #include <condition_variable>
 #include <exception>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <utility>
 
 #include "base/files.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
 #include "kubelet/proto_convert.h"
@@ -179,7 +179,7 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
                                                       {"socket", registration_socket_},
                                                       {"error", status->error()}});
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++state_.notifications;
     state_.registered = status->plugin_registered();
     state_.error = status->error();
@@ -211,7 +211,7 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
   }
 
   void Stop() {
-    std::lock_guard stop_lock(stop_mu_);
+    MutexLock stop_lock(stop_mu_);
     if (stopped_) return;
     stopped_ = true;
     StopServer(registration_server_, registration_socket_, registration_socket_id_);
@@ -219,14 +219,15 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
   }
 
   DraRegistrationState Registration() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return state_;
   }
 
   bool WaitForNotification(uint64_t min_notifications, std::chrono::milliseconds timeout) const {
-    std::unique_lock lock(mu_);
-    return notified_.wait_for(lock, timeout,
-                              [&] { return state_.notifications >= min_notifications; });
+    MutexLock lock(mu_);
+    return notified_.wait_for(lock.native(), timeout, [&]() GPUOP_REQUIRES(mu_) {
+      return state_.notifications >= min_notifications;
+    });
   }
 
   const std::string& dra_socket() const { return dra_socket_; }
@@ -264,12 +265,12 @@ class DraPluginServer::Impl final : public reg::Registration::Service {
   std::unique_ptr<grpc::Server> registration_server_;
   std::optional<SocketFileId> registration_socket_id_;
 
-  std::mutex stop_mu_;
-  bool stopped_ = false;  // guarded by stop_mu_
+  Mutex stop_mu_;
+  bool stopped_ GPUOP_GUARDED_BY(stop_mu_) = false;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable notified_;
-  DraRegistrationState state_;  // guarded by mu_
+  DraRegistrationState state_ GPUOP_GUARDED_BY(mu_);
 };
 
 Result<std::unique_ptr<DraPluginServer>> DraPluginServer::Start(DraDriver* driver,

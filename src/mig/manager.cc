@@ -332,7 +332,7 @@ Status Manager::ResetGpu(const nvml::Client& gpus, unsigned gpu) {
 }
 
 void Manager::RequestReconcile() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   forced_ = true;
   wake_ = true;
   cv_.notify_all();
@@ -347,7 +347,7 @@ Status Manager::Run(std::stop_token stop) {
   auto on_node = [this](const kube::ObjectPtr& obj) {
     std::optional<std::string> value = kube::Label(*obj, kConfigLabel);
     if (value && value->empty()) value.reset();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (label_seen_ && value == label_) return;
     label_ = value;
     label_seen_ = true;
@@ -362,7 +362,7 @@ Status Manager::Run(std::stop_token stop) {
 
   std::optional<std::string> wanted;
   if (node.WaitForSync(options_.node_sync_timeout, stop)) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     wanted = label_;
   }
   if (!wanted) {
@@ -379,9 +379,10 @@ Status Manager::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     bool forced = false;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (!first) {
-        cv_.wait_for(lock, stop, options_.config_check_interval, [this] { return wake_; });
+        cv_.wait_for(lock.native(), stop, options_.config_check_interval,
+                     [this]() GPUOP_REQUIRES(mu_) { return wake_; });
       }
       wake_ = false;
       std::swap(forced, forced_);

@@ -51,12 +51,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/event_recorder.h"
@@ -174,12 +174,12 @@ class Manager {
   std::atomic<uint64_t> reconciles_{0};
   bool waiting_for_driver_ = false;  // the Run thread's: logged once per wait
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable_any cv_;
-  std::optional<std::string> label_;  // GUARDED_BY(mu_): the node's mig.config
-  bool label_seen_ = false;           // GUARDED_BY(mu_)
-  bool wake_ = false;                 // GUARDED_BY(mu_)
-  bool forced_ = false;               // GUARDED_BY(mu_)
+  std::optional<std::string> label_ GPUOP_GUARDED_BY(mu_);  // the node's mig.config
+  bool label_seen_ GPUOP_GUARDED_BY(mu_) = false;
+  bool wake_ GPUOP_GUARDED_BY(mu_) = false;
+  bool forced_ GPUOP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuop::mig

@@ -1209,7 +1209,7 @@ Result<uint64_t> EventWatcher::Register(unsigned gpu, uint64_t mask) {
   if (want == 0) return NotSupported(object + " supports none of the requested NVML events");
   GPUOP_RETURN_IF_ERROR(
       lib.Call(fn.DeviceRegisterEvents, object, dev, static_cast<unsigned long long>(want), set_));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   gpus_[dev] = {gpu, uuid};
   return want;
 }
@@ -1231,7 +1231,7 @@ Result<std::optional<Event>> EventWatcher::Wait(unsigned timeout_ms) {
   if (data.gpuInstanceId != kNoInstance) e.gi_id = data.gpuInstanceId;
   if (data.computeInstanceId != kNoInstance) e.ci_id = data.computeInstanceId;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = gpus_.find(data.device);
     if (it != gpus_.end()) {
       e.gpu = it->second.index;

@@ -15,12 +15,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "nvml/device.h"
 
@@ -172,8 +172,8 @@ class EventWatcher {
 
   std::shared_ptr<Library> lib_;
   nvmlEventSet_st* set_;
-  std::mutex mu_;
-  std::unordered_map<nvmlDevice_st*, Registered> gpus_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<nvmlDevice_st*, Registered> gpus_ GPUOP_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuop::nvml

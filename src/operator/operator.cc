@@ -355,7 +355,7 @@ std::shared_ptr<const Policy> Operator::ActivePolicy() {
   if (active < 0) return nullptr;
   const Json& cp = objects[active];
   std::string version = kube::Uid(cp) + "/" + std::to_string(kube::Generation(cp));
-  std::lock_guard lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   if (version == policy_version_) return policy_;
   auto parsed = ParsePolicy(cp, options_.env);
   policy_version_ = version;

@@ -27,10 +27,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "kube/client.h"
 #include "kube/controller.h"
@@ -131,9 +131,9 @@ class Operator {
   std::unique_ptr<kube::Controller> node_controller_;
   std::unique_ptr<UpgradeController> upgrade_controller_;
 
-  std::mutex policy_mu_;
-  std::string policy_version_;            // GUARDED_BY(policy_mu_)
-  std::shared_ptr<const Policy> policy_;  // GUARDED_BY(policy_mu_)
+  Mutex policy_mu_;
+  std::string policy_version_ GPUOP_GUARDED_BY(policy_mu_);
+  std::shared_ptr<const Policy> policy_ GPUOP_GUARDED_BY(policy_mu_);
 };
 
 }  // namespace gpuop::op

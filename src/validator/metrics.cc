@@ -144,7 +144,7 @@ int Exporter::port() const { return server_ ? server_->port() : 0; }
 void Exporter::Probe() {
   NodeMetrics m;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     m = probed_;
   }
   const double now = NowSeconds();
@@ -167,14 +167,14 @@ void Exporter::Probe() {
     m.device_plugin_devices = -1;
   }
   m.pci_devices = CountNvidiaPciDevices(o_.read_root);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   probed_ = m;
 }
 
 NodeMetrics Exporter::Snapshot() const {
   NodeMetrics m;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     m = probed_;
   }
   // The files are read at scrape time: a stat each.

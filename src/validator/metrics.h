@@ -21,11 +21,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <string>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "http/server.h"
 #include "kube/client.h"
@@ -66,8 +66,8 @@ class Exporter {
   Exporter(const Options& o, kube::Client* client);
   Options o_;
   kube::Client* client_;
-  mutable std::mutex mu_;
-  NodeMetrics probed_;                    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  NodeMetrics probed_ GPUOP_GUARDED_BY(mu_);
   http::ConnectionCounters connections_;  // outlives server_
   std::unique_ptr<http::Server> server_;
   std::jthread thread_;
