@@ -16,6 +16,7 @@ packages=(
   prometheus wrk nginx-light
   clang-format clang-tidy
   clang libclang-rt-14-dev  # libFuzzer (make fuzz, ctest label fuzz)
+  lld  # links the sanitizer and fuzz builds (make test)
   python3 python3-yaml python3-jsonschema time curl
   libc-bin unzip
 )
