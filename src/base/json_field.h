@@ -1,6 +1,12 @@
 // Reading optional fields of JSON objects (Kubernetes objects, policies)
 // without a check at every level: Field(Field(pod, "spec"), "containers").
 //
+// Two kinds of reader: the *Field ones take what is there and fall back
+// silently (for objects other programs wrote, where a field of another type
+// is somebody else's business); the Read* ones are for specs users write:
+// a missing or null member leaves *out (its default) as it is, and one of
+// the wrong type is an error that names `path.key` and what it wants.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -10,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace gpuop {
 
@@ -31,5 +39,22 @@ std::optional<int64_t> IntField(const nlohmann::json& obj, const char* key);
 std::vector<std::string> StringList(const nlohmann::json& v);
 // The string members of an object (others skipped); empty for a non-object.
 std::map<std::string, std::string> StringMap(const nlohmann::json& obj);
+
+Status ReadBool(const nlohmann::json& obj, const char* key, const std::string& path, bool* out);
+Status ReadString(const nlohmann::json& obj, const char* key, const std::string& path,
+                  std::string* out);
+// As ReadString, but "" also leaves *out as it is: NVIDIA's chart writes ""
+// for what it leaves unset.
+Status ReadNonEmptyString(const nlohmann::json& obj, const char* key, const std::string& path,
+                          std::string* out);
+// An integer >= 0; `unit` ("seconds") goes into the error message.
+Status ReadWholeNumber(const nlohmann::json& obj, const char* key, const std::string& path,
+                       int64_t* out, const char* unit = nullptr);
+// An array of strings.
+Status ReadStringList(const nlohmann::json& obj, const char* key, const std::string& path,
+                      std::vector<std::string>* out);
+// An object whose members are strings (labels, annotations).
+Status ReadStringMap(const nlohmann::json& obj, const char* key, const std::string& path,
+                     std::map<std::string, std::string>* out);
 
 }  // namespace gpuop

@@ -216,7 +216,8 @@ Result<ComponentSpec> ParseComponent(Component c, const Json& spec, const Operat
     }
   }
   if (const Json& e = Field(section, "env"); e.is_array()) out.env = e;
-  if (section.is_object()) out.settings = section;
+  GPUOP_RETURN_IF_ERROR(
+      ReadBool(section, "hostNetwork", std::string("spec.") + info.spec_key, &out.host_network));
 
   if (c == Component::kDriver) {
     out.image = ResolveImage(section);
@@ -236,6 +237,69 @@ Result<ComponentSpec> ParseComponent(Component c, const Json& spec, const Operat
     }
   }
   return out;
+}
+
+// A container's extra variables: [{name, value|valueFrom}] (render.cc
+// keeps only the EnvVar fields of each).
+Status ReadEnv(const Json& obj, const std::string& path, Json* out) {
+  const Json& v = Field(obj, "env");
+  if (v.is_null()) return Status::Ok();
+  if (!v.is_array()) {
+    return InvalidArgument(path + ".env: want a list of {name, value} variables, got " + v.dump());
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+// The component settings beyond the common fields (policy.h).
+Status ReadComponentSettings(const Json& spec, Policy& p) {
+  const Json& driver = Field(spec, "driver");
+  GPUOP_RETURN_IF_ERROR(
+      ReadNonEmptyString(driver, "kernelModuleType", "spec.driver", &p.driver.kernel_module_type));
+  const Json& probe = Field(driver, "startupProbe");
+  const std::string probe_path = "spec.driver.startupProbe";
+  auto& sp = p.driver.startup_probe;
+  GPUOP_RETURN_IF_ERROR(ReadWholeNumber(probe, "initialDelaySeconds", probe_path,
+                                        &sp.initial_delay_seconds, "seconds"));
+  GPUOP_RETURN_IF_ERROR(
+      ReadWholeNumber(probe, "periodSeconds", probe_path, &sp.period_seconds, "seconds"));
+  GPUOP_RETURN_IF_ERROR(
+      ReadWholeNumber(probe, "timeoutSeconds", probe_path, &sp.timeout_seconds, "seconds"));
+  GPUOP_RETURN_IF_ERROR(
+      ReadWholeNumber(probe, "failureThreshold", probe_path, &sp.failure_threshold));
+  const Json& manager = Field(driver, "manager");
+  const std::string manager_path = "spec.driver.manager";
+  GPUOP_RETURN_IF_ERROR(ReadNonEmptyString(manager, "imagePullPolicy", manager_path,
+                                           &p.driver.manager.image_pull_policy));
+  GPUOP_RETURN_IF_ERROR(ReadStringList(manager, "imagePullSecrets", manager_path,
+                                       &p.driver.manager.image_pull_secrets));
+  GPUOP_RETURN_IF_ERROR(ReadEnv(manager, manager_path, &p.driver.manager.env));
+
+  const Json& dcgm = Field(spec, "dcgmExporter");
+  const std::string dcgm_path = "spec.dcgmExporter";
+  GPUOP_RETURN_IF_ERROR(ReadBool(dcgm, "hostPID", dcgm_path, &p.dcgm_exporter.host_pid));
+  GPUOP_RETURN_IF_ERROR(ReadStringMap(dcgm, "podLabels", dcgm_path, &p.dcgm_exporter.pod_labels));
+  GPUOP_RETURN_IF_ERROR(
+      ReadStringMap(dcgm, "podAnnotations", dcgm_path, &p.dcgm_exporter.pod_annotations));
+  const Json& service = Field(dcgm, "service");
+  GPUOP_RETURN_IF_ERROR(
+      ReadNonEmptyString(service, "type", dcgm_path + ".service", &p.dcgm_exporter.service_type));
+  GPUOP_RETURN_IF_ERROR(ReadNonEmptyString(service, "internalTrafficPolicy", dcgm_path + ".service",
+                                           &p.dcgm_exporter.service_internal_traffic_policy));
+
+  const Json& validator = Field(spec, "validator");
+  for (const char* check : {"driver", "toolkit", "cuda", "plugin"}) {
+    Json env = Json::array();
+    GPUOP_RETURN_IF_ERROR(
+        ReadEnv(Field(validator, check), std::string("spec.validator.") + check, &env));
+    if (!env.empty()) p.validator_check_env[check] = std::move(env);
+  }
+  GPUOP_RETURN_IF_ERROR(ReadNonEmptyString(Field(Field(spec, "devicePlugin"), "mps"), "root",
+                                           "spec.devicePlugin.mps", &p.device_plugin_mps_root));
+  GPUOP_RETURN_IF_ERROR(ReadNonEmptyString(Field(Field(spec, "migManager"), "gpuClientsConfig"),
+                                           "name", "spec.migManager.gpuClientsConfig",
+                                           &p.mig_manager_gpu_clients_config));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -322,6 +386,7 @@ Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env) {
   auto upgrade_policy = upgrade::ParseUpgradePolicy(Field(Field(spec, "driver"), "upgradePolicy"));
   if (!upgrade_policy.ok()) return upgrade_policy.status();
   p.driver_upgrade = std::move(upgrade_policy).value();
+  GPUOP_RETURN_IF_ERROR(ReadComponentSettings(spec, p));
 
   p.ignored_fields = IgnoredFields(spec);
   return p;

@@ -82,8 +82,41 @@ struct ComponentSpec {
   Json resources = Json::object();
   std::vector<std::string> args;
   Json env = Json::array();  // [{name, value|valueFrom}]
-  // Component-specific settings, as written (config names, ports, ...).
-  Json settings = Json::object();
+  bool host_network = false;  // hostNetwork
+};
+
+// The settings of one component's section beyond those every section has,
+// read once by ParsePolicy with NVIDIA's defaults. An empty string counts
+// as unset (NVIDIA's chart writes "" for what it leaves unset); a value of
+// the wrong type is an error that names the field.
+
+// spec.driver.
+struct DriverSettings {
+  std::string kernel_module_type = "auto";  // kernelModuleType
+  struct {
+    int64_t initial_delay_seconds = 60;
+    int64_t period_seconds = 10;
+    int64_t timeout_seconds = 60;
+    int64_t failure_threshold = 120;
+  } startup_probe;  // startupProbe
+  // manager: the init container that makes way for the driver (it runs
+  // gpuop's image whatever manager.repository/image/version say).
+  struct {
+    std::string image_pull_policy = "IfNotPresent";
+    std::vector<std::string> image_pull_secrets;
+    Json env = Json::array();
+  } manager;
+};
+
+// spec.dcgmExporter.
+struct DcgmExporterSettings {
+  bool host_pid = false;                               // hostPID
+  std::map<std::string, std::string> pod_labels;       // podLabels
+  std::map<std::string, std::string> pod_annotations;  // podAnnotations
+  // service: the metrics Service's type and internalTrafficPolicy ("": the
+  // cluster's default).
+  std::string service_type;
+  std::string service_internal_traffic_policy;
 };
 
 struct DaemonSetsSpec {
@@ -120,6 +153,13 @@ struct Policy {
   // be handed out twice). docs/dra.md.
   bool dra_replaces_device_plugin = false;
   upgrade::UpgradePolicy driver_upgrade;  // spec.driver.upgradePolicy
+  DriverSettings driver;
+  DcgmExporterSettings dcgm_exporter;
+  // spec.validator.<check>.env for the checks driver, toolkit, cuda and
+  // plugin: each check's own variables, after the validator's.
+  std::map<std::string, Json> validator_check_env;
+  std::string device_plugin_mps_root;          // spec.devicePlugin.mps.root; "" none
+  std::string mig_manager_gpu_clients_config;  // spec.migManager.gpuClientsConfig.name
   // spec paths set by the user that gpuop accepts but does not act on.
   std::vector<std::string> ignored_fields;
 
@@ -128,7 +168,8 @@ struct Policy {
 };
 
 // Reads a ClusterPolicy object (the whole JSON). Errors name the field and
-// the fix: an image that cannot be resolved, a bad mig.strategy.
+// the fix: an image that cannot be resolved, a bad mig.strategy, a setting
+// of the wrong type.
 Result<Policy> ParsePolicy(const Json& cluster_policy, const OperatorEnv& env);
 
 // Which of several ClusterPolicies is active: the oldest creationTimestamp,

@@ -18,7 +18,7 @@ using kube::Resource;
 namespace resources = kube::resources;
 
 // ---------------------------------------------------------------------------
-// Reading the spec's free-form settings.
+// Paths.
 
 // /host<host_path>: where gpuop's containers see a host path.
 std::string UnderHostRoot(std::string host_path) {
@@ -407,7 +407,7 @@ Json BasePodSpec(const RenderInput& in, const ComponentSpec& spec, bool gpu_cons
   if (p.daemonsets.pod_security_context.is_object()) {
     s["securityContext"] = p.daemonsets.pod_security_context;
   }
-  if (BoolField(spec.settings, "hostNetwork", false)) {
+  if (spec.host_network) {
     s["hostNetwork"] = true;
     s["dnsPolicy"] = "ClusterFirstWithHostNet";
   }
@@ -475,8 +475,9 @@ Json DaemonSetObject(const RenderInput& in, Component c, const std::string& name
 
 Json DeploySelector(Component c) { return Json{{DeployLabel(c), "true"}}; }
 
+// type and internal_traffic_policy: "" the cluster's default.
 Json ServiceObject(const RenderInput& in, Component c, const std::string& port_name, int port,
-                   const Json& service_settings) {
+                   const std::string& type = "", const std::string& internal_traffic_policy = "") {
   const std::string name = ComponentDaemonSetName(c);
   Json meta = Metadata(in, ComponentName(c), name, true);
   meta["labels"]["app"] = name;
@@ -485,12 +486,8 @@ Json ServiceObject(const RenderInput& in, Component c, const std::string& port_n
       {"ports",
        Json::array({Json{
            {"name", port_name}, {"port", port}, {"targetPort", port}, {"protocol", "TCP"}}})}};
-  if (std::string type = NonEmptyStringField(service_settings, "type"); !type.empty())
-    spec["type"] = type;
-  if (std::string itp = NonEmptyStringField(service_settings, "internalTrafficPolicy");
-      !itp.empty()) {
-    spec["internalTrafficPolicy"] = itp;
-  }
+  if (!type.empty()) spec["type"] = type;
+  if (!internal_traffic_policy.empty()) spec["internalTrafficPolicy"] = internal_traffic_policy;
   return Json{{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", meta}, {"spec", spec}};
 }
 
@@ -500,11 +497,11 @@ Json ServiceObject(const RenderInput& in, Component c, const std::string& port_n
 void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
   const Policy& p = in.policy;
   const ComponentSpec& spec = p.Get(Component::kDriver);
-  const Json& manager = Field(spec.settings, "manager");
-  const Json& drain = Field(Field(spec.settings, "upgradePolicy"), "drain");
+  const auto& manager = p.driver.manager;
+  const auto& drain = p.driver_upgrade.drain;
 
   for (const OsRelease& os : in.driver_os) {
-    Json pod = BasePodSpec(in, spec, false, StringList(Field(manager, "imagePullSecrets")));
+    Json pod = BasePodSpec(in, spec, false, manager.image_pull_secrets);
     pod["hostPID"] = true;
 
     // k8s-driver-manager (gpuop driver-manager): makes way for the driver.
@@ -521,18 +518,15 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
         {EnvFromField("POD_NAME", "metadata.name"),
          EnvValue("NVIDIA_DRIVER_ROOT", p.driver_install_dir),
          EnvValue("ENABLE_GPU_POD_EVICTION", "true"),
-         EnvValue("ENABLE_AUTO_DRAIN", BoolField(drain, "enable", false) ? "true" : "false"),
-         EnvValue("DRAIN_USE_FORCE", BoolField(drain, "force", false) ? "true" : "false"),
-         EnvValue("DRAIN_POD_SELECTOR_LABEL", NonEmptyStringField(drain, "podSelector")),
-         EnvValue("DRAIN_TIMEOUT_SECONDS",
-                  std::to_string(IntField(drain, "timeoutSeconds").value_or(300)) + "s"),
-         EnvValue("DRAIN_DELETE_EMPTYDIR_DATA",
-                  BoolField(drain, "deleteEmptyDir", false) ? "true" : "false")});
-    MergeEnv(manager_env, Field(manager, "env"));
+         EnvValue("ENABLE_AUTO_DRAIN", drain.enable ? "true" : "false"),
+         EnvValue("DRAIN_USE_FORCE", drain.force ? "true" : "false"),
+         EnvValue("DRAIN_POD_SELECTOR_LABEL", drain.pod_selector),
+         EnvValue("DRAIN_TIMEOUT_SECONDS", std::to_string(drain.timeout_seconds) + "s"),
+         EnvValue("DRAIN_DELETE_EMPTYDIR_DATA", drain.delete_empty_dir ? "true" : "false")});
+    MergeEnv(manager_env, manager.env);
     ComponentSpec manager_spec = spec;
     manager_spec.image = in.env.gpuop_image;
-    manager_spec.image_pull_policy =
-        NonEmptyStringField(manager, "imagePullPolicy", "IfNotPresent");
+    manager_spec.image_pull_policy = manager.image_pull_policy;
     Json init =
         GpuopContainer("k8s-driver-manager", manager_spec, {"driver-manager", "uninstall_driver"},
                        manager_env, Privilege::kPrivileged, false);
@@ -543,12 +537,10 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
     AddHostMount(pod["volumes"], init, run_nvidia);
 
     // NVIDIA's driver image, its own entrypoint, the paths it expects.
-    Json env =
-        Json::array({EnvFromField("NODE_NAME", "spec.nodeName"),
-                     EnvValue("KERNEL_MODULE_TYPE",
-                              NonEmptyStringField(spec.settings, "kernelModuleType", "auto"))});
+    Json env = Json::array({EnvFromField("NODE_NAME", "spec.nodeName"),
+                            EnvValue("KERNEL_MODULE_TYPE", p.driver.kernel_module_type)});
     MergeEnv(env, spec.env);
-    const Json& probe_spec = Field(spec.settings, "startupProbe");
+    const auto& probe = p.driver.startup_probe;
     Json ctr{
         {"name", "nvidia-driver-ctr"},
         {"image", DriverImageForOs(spec.image, os)},
@@ -563,10 +555,10 @@ void RenderDriver(const RenderInput& in, std::vector<RenderedObject>& out) {
              {"sh", "-c",
               "nvidia-smi >/dev/null && mkdir -p /run/nvidia/validations && "
               "touch /run/nvidia/validations/.driver-ctr-ready"}}}},
-          {"initialDelaySeconds", IntField(probe_spec, "initialDelaySeconds").value_or(60)},
-          {"periodSeconds", IntField(probe_spec, "periodSeconds").value_or(10)},
-          {"timeoutSeconds", IntField(probe_spec, "timeoutSeconds").value_or(60)},
-          {"failureThreshold", IntField(probe_spec, "failureThreshold").value_or(120)}}},
+          {"initialDelaySeconds", probe.initial_delay_seconds},
+          {"periodSeconds", probe.period_seconds},
+          {"timeoutSeconds", probe.timeout_seconds},
+          {"failureThreshold", probe.failure_threshold}}},
         {"lifecycle",
          {{"preStop",
            {{"exec", {{"command", {"rm", "-f", "/run/nvidia/validations/.driver-ctr-ready"}}}}}}}},
@@ -713,7 +705,9 @@ void RenderValidator(const RenderInput& in, std::vector<RenderedObject>& out) {
                                  EnvValue("MIG_STRATEGY", p.mig_strategy)}));
     }
     MergeEnv(env, spec.env);
-    MergeEnv(env, Field(Field(spec.settings, check.c_str()), "env"));
+    if (auto it = p.validator_check_env.find(check); it != p.validator_check_env.end()) {
+      MergeEnv(env, it->second);
+    }
     // cuda and plugin only ask the API server (their workload pods get the
     // GPUs) and write their file: no device, no /dev/char.
     const bool api_only = check == "cuda" || check == "plugin";
@@ -776,7 +770,7 @@ void RenderDevicePlugin(const RenderInput& in, std::vector<RenderedObject>& out)
       env.push_back(EnvValue("DEFAULT_CONFIG", p.device_plugin_config_default));
     }
   }
-  std::string mps_root = NonEmptyStringField(Field(spec.settings, "mps"), "root");
+  const std::string& mps_root = p.device_plugin_mps_root;
   if (!mps_root.empty()) env.push_back(EnvValue("MPS_ROOT", mps_root));
 
   // Liveness: /healthz fails when NVML stops answering or a resource's gRPC
@@ -866,12 +860,14 @@ void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out)
   const Policy& p = in.policy;
   const ComponentSpec& spec = p.Get(Component::kDcgmExporter);
   constexpr int kPort = 9400;
+  const DcgmExporterSettings& settings = p.dcgm_exporter;
   out.push_back(
-      Finish(resources::kServices, ServiceObject(in, Component::kDcgmExporter, "gpu-metrics", kPort,
-                                                 Field(spec.settings, "service"))));
+      Finish(resources::kServices,
+             ServiceObject(in, Component::kDcgmExporter, "gpu-metrics", kPort,
+                           settings.service_type, settings.service_internal_traffic_policy)));
 
   Json pod = BasePodSpec(in, spec, true);
-  if (BoolField(spec.settings, "hostPID", false)) pod["hostPID"] = true;
+  if (settings.host_pid) pod["hostPID"] = true;
   Json& vols = pod["volumes"];
   Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all"),
                           EnvValue("DCGM_EXPORTER_LISTEN", ":" + std::to_string(kPort)),
@@ -889,16 +885,8 @@ void RenderDcgmExporter(const RenderInput& in, std::vector<RenderedObject>& out)
   }
   pod["containers"].push_back(std::move(ctr));
   PodExtras extras;
-  if (const Json& labels = Field(spec.settings, "podLabels"); labels.is_object()) {
-    for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) extras.labels[k] = v.get<std::string>();
-    }
-  }
-  if (const Json& annotations = Field(spec.settings, "podAnnotations"); annotations.is_object()) {
-    for (const auto& [k, v] : annotations.items()) {
-      if (v.is_string()) extras.annotations[k] = v.get<std::string>();
-    }
-  }
+  extras.labels = settings.pod_labels;
+  extras.annotations = settings.pod_annotations;
   out.push_back(
       Finish(resources::kDaemonSets,
              DaemonSetObject(in, Component::kDcgmExporter,
@@ -969,7 +957,7 @@ void RenderMigManager(const RenderInput& in, std::vector<RenderedObject>& out) {
        EnvValue("DEFAULT_GPU_CLIENTS_NAMESPACE", in.env.namespace_),
        // the hook path of the CDI spec it regenerates
        EnvValue("GPUOP_TOOLKIT_INSTALL_DIR", p.toolkit_install_dir + "/toolkit")});
-  std::string clients = NonEmptyStringField(Field(spec.settings, "gpuClientsConfig"), "name");
+  const std::string& clients = p.mig_manager_gpu_clients_config;
   if (!clients.empty()) env.push_back(EnvValue("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"));
   Json ctr = GpuopContainer("nvidia-mig-manager", spec, {"mig-manager"}, env,
                             Privilege::kPrivileged, true);
@@ -993,8 +981,8 @@ void RenderNodeStatusExporter(const RenderInput& in, std::vector<RenderedObject>
   const Policy& p = in.policy;
   const ComponentSpec& spec = p.Get(Component::kNodeStatusExporter);
   constexpr int kPort = 8000;
-  out.push_back(Finish(resources::kServices, ServiceObject(in, Component::kNodeStatusExporter,
-                                                           "metrics", kPort, Json::object())));
+  out.push_back(Finish(resources::kServices,
+                       ServiceObject(in, Component::kNodeStatusExporter, "metrics", kPort)));
   Json pod = BasePodSpec(in, spec, true);
   Json env = Json::array({EnvValue("NVIDIA_VISIBLE_DEVICES", "all")});
   Json ctr = GpuopContainer("nvidia-node-status-exporter", spec, {"node-status-exporter"}, env,

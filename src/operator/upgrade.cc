@@ -25,35 +25,6 @@ constexpr std::pair<State, std::string_view> kStateNames[] = {
     {State::kUpgradeFailed, "upgrade-failed"},
 };
 
-Status ReadBool(const Json& obj, const char* key, const std::string& path, bool* out) {
-  const Json& v = Field(obj, key);
-  if (v.is_null()) return Status::Ok();
-  if (!v.is_boolean()) {
-    return InvalidArgument(path + "." + key + ": want true or false, got " + v.dump());
-  }
-  *out = v.get<bool>();
-  return Status::Ok();
-}
-
-Status ReadSeconds(const Json& obj, const char* key, const std::string& path, int64_t* out) {
-  const Json& v = Field(obj, key);
-  if (v.is_null()) return Status::Ok();
-  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    return InvalidArgument(path + "." + key + ": want a whole number of seconds (0 or more), got " +
-                           v.dump());
-  }
-  *out = v.get<int64_t>();
-  return Status::Ok();
-}
-
-Status ReadString(const Json& obj, const char* key, const std::string& path, std::string* out) {
-  const Json& v = Field(obj, key);
-  if (v.is_null()) return Status::Ok();
-  if (!v.is_string()) return InvalidArgument(path + "." + key + ": want a string, got " + v.dump());
-  *out = v.get<std::string>();
-  return Status::Ok();
-}
-
 // The percentage of "25%", or nullopt when `s` is not one.
 std::optional<int64_t> Percent(std::string_view s) {
   if (!EndsWith(s, "%")) return std::nullopt;
@@ -426,7 +397,8 @@ Result<UpgradePolicy> ParseUpgradePolicy(const Json& upgrade_policy) {
   const std::string path = "spec.driver.upgradePolicy";
   if (!upgrade_policy.is_object()) return InvalidArgument(path + ": want an object");
   GPUOP_RETURN_IF_ERROR(ReadBool(upgrade_policy, "autoUpgrade", path, &p.auto_upgrade));
-  GPUOP_RETURN_IF_ERROR(ReadSeconds(upgrade_policy, "maxParallelUpgrades", path, &p.max_parallel));
+  GPUOP_RETURN_IF_ERROR(
+      ReadWholeNumber(upgrade_policy, "maxParallelUpgrades", path, &p.max_parallel));
   if (upgrade_policy.contains("maxUnavailable")) {
     const Json& v = upgrade_policy["maxUnavailable"];
     if (v.is_null()) {
@@ -446,22 +418,23 @@ Result<UpgradePolicy> ParseUpgradePolicy(const Json& upgrade_policy) {
   const Json& deletion = Field(upgrade_policy, "podDeletion");
   const std::string dpath = path + ".podDeletion";
   GPUOP_RETURN_IF_ERROR(ReadBool(deletion, "force", dpath, &p.pod_deletion.force));
-  GPUOP_RETURN_IF_ERROR(
-      ReadSeconds(deletion, "timeoutSeconds", dpath, &p.pod_deletion.timeout_seconds));
+  GPUOP_RETURN_IF_ERROR(ReadWholeNumber(deletion, "timeoutSeconds", dpath,
+                                        &p.pod_deletion.timeout_seconds, "seconds"));
   GPUOP_RETURN_IF_ERROR(
       ReadBool(deletion, "deleteEmptyDir", dpath, &p.pod_deletion.delete_empty_dir));
   const Json& wait = Field(upgrade_policy, "waitForCompletion");
   const std::string wpath = path + ".waitForCompletion";
   GPUOP_RETURN_IF_ERROR(
       ReadString(wait, "podSelector", wpath, &p.wait_for_completion.pod_selector));
-  GPUOP_RETURN_IF_ERROR(
-      ReadSeconds(wait, "timeoutSeconds", wpath, &p.wait_for_completion.timeout_seconds));
+  GPUOP_RETURN_IF_ERROR(ReadWholeNumber(wait, "timeoutSeconds", wpath,
+                                        &p.wait_for_completion.timeout_seconds, "seconds"));
   const Json& drain = Field(upgrade_policy, "drain");
   const std::string rpath = path + ".drain";
   GPUOP_RETURN_IF_ERROR(ReadBool(drain, "enable", rpath, &p.drain.enable));
   GPUOP_RETURN_IF_ERROR(ReadBool(drain, "force", rpath, &p.drain.force));
   GPUOP_RETURN_IF_ERROR(ReadString(drain, "podSelector", rpath, &p.drain.pod_selector));
-  GPUOP_RETURN_IF_ERROR(ReadSeconds(drain, "timeoutSeconds", rpath, &p.drain.timeout_seconds));
+  GPUOP_RETURN_IF_ERROR(
+      ReadWholeNumber(drain, "timeoutSeconds", rpath, &p.drain.timeout_seconds, "seconds"));
   GPUOP_RETURN_IF_ERROR(ReadBool(drain, "deleteEmptyDir", rpath, &p.drain.delete_empty_dir));
   return p;
 }

@@ -189,6 +189,85 @@ TEST(PolicyTest, BadValuesNameTheField) {
   EXPECT_NE(r.status().message().find("spec.daemonsets.updateStrategy"), std::string::npos);
 }
 
+// The component settings render.cc acts on are read once, typed, with
+// NVIDIA's defaults where they are absent or "" (as the chart writes them).
+TEST(PolicyTest, ComponentSettingsAreTypedWithDefaults) {
+  auto d = ParsePolicy(LoadSample("clusterpolicy-minimal.yaml"), Env());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->driver.kernel_module_type, "auto");
+  EXPECT_EQ(d->driver.startup_probe.initial_delay_seconds, 60);
+  EXPECT_EQ(d->driver.startup_probe.period_seconds, 10);
+  EXPECT_EQ(d->driver.startup_probe.timeout_seconds, 60);
+  EXPECT_EQ(d->driver.startup_probe.failure_threshold, 120);
+  EXPECT_EQ(d->driver.manager.image_pull_policy, "IfNotPresent");
+  EXPECT_TRUE(d->driver.manager.env.empty());
+  EXPECT_FALSE(d->dcgm_exporter.host_pid);
+  EXPECT_TRUE(d->dcgm_exporter.pod_labels.empty());
+  EXPECT_EQ(d->dcgm_exporter.service_type, "");
+  EXPECT_TRUE(d->validator_check_env.empty());
+  EXPECT_EQ(d->device_plugin_mps_root, "");
+  EXPECT_EQ(d->mig_manager_gpu_clients_config, "");
+  EXPECT_FALSE(d->Get(Component::kDevicePlugin).host_network);
+
+  Json cp = Json::parse(R"({"spec": {
+    "driver": {"enabled": false, "kernelModuleType": "", "startupProbe": {"periodSeconds": 2},
+               "manager": {"imagePullPolicy": "Always", "imagePullSecrets": ["regcred"],
+                           "env": [{"name": "X", "value": "1"}]}},
+    "dcgmExporter": {"hostPID": true, "podLabels": {"scrape": "yes"},
+                     "podAnnotations": {"a": "b"},
+                     "service": {"type": "NodePort", "internalTrafficPolicy": ""}},
+    "validator": {"cuda": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}},
+    "devicePlugin": {"hostNetwork": true, "mps": {"root": "/run/nvidia/mps"}},
+    "migManager": {"gpuClientsConfig": {"name": "clients"}}}})");
+  auto p = ParsePolicy(cp, Env());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->driver.kernel_module_type, "auto");  // "" is unset
+  EXPECT_EQ(p->driver.startup_probe.period_seconds, 2);
+  EXPECT_EQ(p->driver.startup_probe.initial_delay_seconds, 60);
+  EXPECT_EQ(p->driver.manager.image_pull_policy, "Always");
+  EXPECT_EQ(p->driver.manager.image_pull_secrets, (std::vector<std::string>{"regcred"}));
+  EXPECT_EQ(p->driver.manager.env, Json::parse(R"([{"name": "X", "value": "1"}])"));
+  EXPECT_TRUE(p->dcgm_exporter.host_pid);
+  EXPECT_EQ(p->dcgm_exporter.pod_labels, (std::map<std::string, std::string>{{"scrape", "yes"}}));
+  EXPECT_EQ(p->dcgm_exporter.pod_annotations, (std::map<std::string, std::string>{{"a", "b"}}));
+  EXPECT_EQ(p->dcgm_exporter.service_type, "NodePort");
+  EXPECT_EQ(p->dcgm_exporter.service_internal_traffic_policy, "");
+  ASSERT_EQ(p->validator_check_env.size(), 1u);
+  EXPECT_EQ(p->validator_check_env.at("cuda")[0]["name"], "WITH_WORKLOAD");
+  EXPECT_TRUE(p->Get(Component::kDevicePlugin).host_network);
+  EXPECT_FALSE(p->Get(Component::kDcgmExporter).host_network);
+  EXPECT_EQ(p->device_plugin_mps_root, "/run/nvidia/mps");
+  EXPECT_EQ(p->mig_manager_gpu_clients_config, "clients");
+}
+
+// A setting of the wrong type is an error naming it, not a silent default.
+TEST(PolicyTest, ComponentSettingsOfTheWrongTypeNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"driver": {"enabled": false, "startupProbe": {"periodSeconds": "10"}}})",
+       "spec.driver.startupProbe.periodSeconds: want a whole number of seconds"},
+      {R"({"driver": {"enabled": false, "manager": {"env": {"X": "1"}}}})",
+       "spec.driver.manager.env: want a list"},
+      {R"({"driver": {"enabled": false, "manager": {"imagePullSecrets": "regcred"}}})",
+       "spec.driver.manager.imagePullSecrets: want a list of strings"},
+      {R"({"driver": {"enabled": false}, "dcgmExporter": {"hostPID": "true"}})",
+       "spec.dcgmExporter.hostPID: want true or false"},
+      {R"({"driver": {"enabled": false}, "dcgmExporter": {"podLabels": {"a": 1}}})",
+       "spec.dcgmExporter.podLabels: want an object of strings"},
+      {R"({"driver": {"enabled": false}, "validator": {"plugin": {"env": "X=1"}}})",
+       "spec.validator.plugin.env: want a list"},
+      {R"({"driver": {"enabled": false}, "devicePlugin": {"hostNetwork": 1}})",
+       "spec.devicePlugin.hostNetwork: want true or false"},
+      {R"({"driver": {"enabled": false}, "migManager": {"gpuClientsConfig": {"name": 3}}})",
+       "spec.migManager.gpuClientsConfig.name: want a string"},
+  };
+  for (const auto& [spec, want] : cases) {
+    auto r = ParsePolicy(Json{{"spec", Json::parse(spec)}}, Env());
+    ASSERT_FALSE(r.ok()) << spec;
+    EXPECT_NE(r.status().message().find(want), std::string::npos)
+        << spec << ": " << r.status().message();
+  }
+}
+
 TEST(PolicyTest, ValidatorCannotBeDisabledAndIgnoredFieldsListed) {
   Json cp = {
       {"spec",
