@@ -23,20 +23,13 @@ namespace gpuop::driver_manager {
 namespace {
 
 namespace res = kube::resources;
-using Clock = std::chrono::steady_clock;
-
-// Sleeps until `until` or `stop`; false when stopped.
-bool SleepUntil(Clock::time_point until, std::stop_token stop) {
-  return RealClock().SleepUntil(until, std::move(stop));
-}
-
 // A stop token that fires at `deadline` or when `outer` does.
 class Deadline {
  public:
-  Deadline(Clock::time_point deadline, std::stop_token outer)
+  Deadline(const Clock& clock, Clock::SteadyTime deadline, std::stop_token outer)
       : on_outer_(outer, [this] { source_.request_stop(); }),
-        timer_([this, deadline](std::stop_token own) {
-          SleepUntil(deadline, own);
+        timer_([this, &clock, deadline](std::stop_token own) {
+          clock.SleepUntil(deadline, own);
           source_.request_stop();
         }) {}
   std::stop_token token() const { return source_.get_token(); }
@@ -53,7 +46,7 @@ std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) +
 class Run {
  public:
   Run(const Options& o, Dependencies deps, std::stop_token stop)
-      : o_(o), deps_(deps), stop_(std::move(stop)) {
+      : o_(o), deps_(deps), clock_(ClockOrReal(deps.clock)), stop_(std::move(stop)) {
     restore_labels_ = PausableLabels(o.custom_pause_label);
     restore_labels_.push_back(DeployLabel(kDraDriverComponent));
   }
@@ -320,7 +313,7 @@ class Run {
   // a stream ends.
   Result<std::vector<Json>> WaitPodsGone(const std::function<bool(const Json&)>& match,
                                          std::chrono::seconds timeout) {
-    Deadline deadline(Clock::now() + timeout, stop_);
+    Deadline deadline(clock_, clock_.SteadyNow() + timeout, stop_);
     std::map<std::string, Json> present;
     Status last_error;
     while (true) {
@@ -340,7 +333,7 @@ class Run {
       }
       if (deadline.expired()) break;
       if (!list.ok()) {
-        SleepUntil(Clock::now() + std::chrono::seconds(1), deadline.token());
+        clock_.SleepFor(std::chrono::seconds(1), deadline.token());
         continue;
       }
       kube::WatchOptions wo;
@@ -379,7 +372,7 @@ class Run {
   // timeout) and waits, within the same timeout, until they are gone.
   Status EvictAndWait(const std::vector<Json>& pods, const std::string& what) {
     const std::chrono::seconds timeout = o_.EffectiveDrainTimeout();
-    const auto until = Clock::now() + timeout;
+    const auto until = clock_.SteadyNow() + timeout;
     std::set<std::string> evicted;
     for (const Json& pod : pods) {
       while (true) {
@@ -388,8 +381,9 @@ class Run {
         if (s.http_status() != 429) {
           return s.Annotate("evicting " + what + " " + PodKey(pod));
         }
-        if (Clock::now() >= until ||
-            !SleepUntil(std::min(Clock::now() + std::chrono::seconds(2), until), stop_)) {
+        if (clock_.SteadyNow() >= until ||
+            !clock_.SleepUntil(std::min(clock_.SteadyNow() + std::chrono::seconds(2), until),
+                               stop_)) {
           return DeadlineExceeded("evicting " + what + " " + PodKey(pod) +
                                   ": still refused after " + Seconds(timeout) + " (" + s.message() +
                                   "); check its PodDisruptionBudget, or raise "
@@ -399,7 +393,8 @@ class Run {
       evicted.insert(PodKey(pod));
       LogInfo("evicted", {{"pod", PodKey(pod)}, {"node", o_.node_name}});
     }
-    const auto left_time = std::chrono::duration_cast<std::chrono::seconds>(until - Clock::now());
+    const auto left_time =
+        std::chrono::duration_cast<std::chrono::seconds>(until - clock_.SteadyNow());
     auto left = WaitPodsGone([&](const Json& p) { return evicted.contains(PodKey(p)); },
                              std::max(left_time, std::chrono::seconds(1)));
     if (!left.ok()) return left.status();
@@ -547,6 +542,7 @@ class Run {
 
   const Options& o_;
   Dependencies deps_;
+  const Clock& clock_;
   std::stop_token stop_;
   kube::ObjectReference node_ref_;
   EvictionPolicy policy_;

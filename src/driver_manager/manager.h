@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "driver_manager/options.h"
 #include "host/kernel_modules.h"
@@ -67,6 +68,7 @@ struct Dependencies {
   kube::Client& client;
   host::KernelModules& kernel;
   kube::EventRecorder& events;
+  const Clock* clock = nullptr;  // the drain and eviction deadlines; null: RealClock()
 };
 
 // The whole flow. OK: the driver container may (re)load the driver. An error

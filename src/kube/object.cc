@@ -72,10 +72,6 @@ void EraseIfEmpty(Json& parent, std::string_view key) {
   if (it != parent.end() && (it->is_object() || it->is_array()) && it->empty()) parent.erase(it);
 }
 
-std::map<std::string, std::string> StringMapAt(const Json* j) {
-  return j == nullptr ? std::map<std::string, std::string>() : StringMap(*j);
-}
-
 std::optional<std::string> StringEntry(const Json* j, std::string_view key) {
   const Json* v = j == nullptr ? nullptr : Member(*j, key);
   if (v == nullptr || !v->is_string()) return std::nullopt;
@@ -235,7 +231,7 @@ std::pair<std::string, std::string> SplitKey(std::string_view key) {
 }
 
 std::map<std::string, std::string> Labels(const Json& obj) {
-  return StringMapAt(Path(obj, {"metadata", "labels"}));
+  return StringMap(Field(Field(obj, "metadata"), "labels"));
 }
 std::optional<std::string> Label(const Json& obj, std::string_view key) {
   return StringEntry(Path(obj, {"metadata", "labels"}), key);
@@ -244,7 +240,7 @@ bool SetLabel(Json& obj, std::string_view key, std::optional<std::string_view> v
   return SetStringEntry(obj, "labels", key, value);
 }
 std::map<std::string, std::string> Annotations(const Json& obj) {
-  return StringMapAt(Path(obj, {"metadata", "annotations"}));
+  return StringMap(Field(Field(obj, "metadata"), "annotations"));
 }
 std::optional<std::string> Annotation(const Json& obj, std::string_view key) {
   return StringEntry(Path(obj, {"metadata", "annotations"}), key);

@@ -213,7 +213,7 @@ Result<int64_t> WaitForPluginResources(kube::Client& client, const Options& o,
     auto list = client.List(kube::resources::kNodes, "", lo);
     if (!list.ok()) {
       last_error = list.status().message();
-      if (!SleepFor(o.sleep_interval_seconds, stop)) break;
+      if (!RealClock().SleepFor(std::chrono::seconds(o.sleep_interval_seconds), stop)) break;
       continue;
     }
     for (const Json& n : list->items) {
@@ -248,12 +248,6 @@ Result<int64_t> WaitForPluginResources(kube::Client& client, const Options& o,
                     std::to_string(int64_t{o.plugin_retries} * o.sleep_interval_seconds) + "s)";
   if (!last_error.empty()) msg += "; last API error: " + last_error;
   return DeadlineExceeded(msg);
-}
-
-bool SleepFor(double seconds, std::stop_token stop) {
-  return RealClock().SleepFor(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)),
-      std::move(stop));
 }
 
 }  // namespace gpuop::validator

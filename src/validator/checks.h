@@ -70,7 +70,4 @@ std::string PluginNotReadyMessage(const std::string& node, const std::string& mi
 Result<int64_t> WaitForPluginResources(kube::Client& client, const Options& o,
                                        std::stop_token stop);
 
-// Sleeps `seconds` or until `stop`; false when stopped.
-bool SleepFor(double seconds, std::stop_token stop);
-
 }  // namespace gpuop::validator

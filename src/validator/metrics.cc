@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "base/clock.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -133,7 +134,7 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const Options& o, kube::Client
   e->thread_ = std::jthread([self, interval](std::stop_token stop) {
     while (!stop.stop_requested()) {
       self->Probe();
-      if (!SleepFor(std::chrono::duration<double>(interval).count(), stop)) break;
+      if (!RealClock().SleepFor(interval, stop)) break;
     }
   });
   return e;

@@ -107,7 +107,7 @@ Status RunCheck(const Options& o, kube::Client* client, std::stop_token stop) {
                                             {"attempt", attempt},
                                             {"retry_in_s", o.sleep_interval_seconds},
                                             {"error", content.status()}});
-    if (!SleepFor(o.sleep_interval_seconds, stop)) {
+    if (!RealClock().SleepFor(std::chrono::seconds(o.sleep_interval_seconds), stop)) {
       return Aborted(content.status().message() + " (stopped)");
     }
   }

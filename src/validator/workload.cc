@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/json_field.h"
 #include "base/log.h"
 #include "kube/object.h"
@@ -211,7 +212,7 @@ Status RunWorkloadPod(kube::Client& client, const Options& o, WorkloadPodSpec sp
       if (cur.ok()) {
         last = EvaluateWorkloadPod(*cur);
         rv = kube::ResourceVersion(*cur);
-      } else if (!SleepFor(1, stop)) {
+      } else if (!RealClock().SleepFor(std::chrono::seconds(1), stop)) {
         break;
       }
     }

@@ -248,8 +248,8 @@ class DriverManagerTest : public ::testing::Test {
   }
 
   Status RunManager(std::stop_token stop = {}) {
-    Status s =
-        UninstallDriver(o_, {.client = client(), .kernel = kernel_, .events = *events_}, stop);
+    Status s = UninstallDriver(
+        o_, {.client = client(), .kernel = kernel_, .events = *events_, .clock = clock_}, stop);
     EXPECT_TRUE(events_->Flush(std::chrono::seconds(10)));
     return s;
   }
@@ -270,6 +270,7 @@ class DriverManagerTest : public ::testing::Test {
   testing::ApiEmulator api_;
   std::unique_ptr<kube::EventRecorder> events_;
   FakeKernel kernel_;
+  const Clock* clock_ = nullptr;  // a test's FakeClock; null: the real one
   testing::TempDir host_root_{"dm-host"};
   testing::TempDir run_dir_{"dm-run"};
   Options o_;
@@ -324,12 +325,20 @@ TEST_F(DriverManagerTest, OperandsThatNeverLeaveEndTheWaitWithAnEventAndRestored
   CreateNode(kDeployed);
   CreateOperands();  // nobody deletes them
   CreatePod("ml", "train-0", {}, /*gpu=*/true);
-  o_.operand_wait_timeout = std::chrono::seconds(1);
+  // Ten minutes on a fake clock: the test moves it once the manager waits.
+  FakeClock clock;
+  clock_ = &clock;
+  o_.operand_wait_timeout = std::chrono::minutes(10);
+  auto advance = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(testing::WaitFor([&] { return clock.waiters() > 0; }));
+    clock.Advance(std::chrono::minutes(10));
+  });
 
   Status s = RunManager();
+  advance.get();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
-  EXPECT_NE(s.message().find("did not leave node gpu-1 within 1s"), std::string::npos)
+  EXPECT_NE(s.message().find("did not leave node gpu-1 within 600s"), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("gpu-operator/nvidia-device-plugin-daemonset-x1"), std::string::npos);
   EXPECT_NE(s.message().find("GPUOP_OPERAND_WAIT_TIMEOUT"), std::string::npos);
