@@ -89,7 +89,8 @@ class FakeKubelet::Impl {
     Impl* const owner_;
   };
 
-  explicit Impl(std::string dir) : dir_(std::move(dir)) {}
+  Impl(std::string dir, std::function<void()> on_change)
+      : dir_(std::move(dir)), on_change_(std::move(on_change)) {}
   ~Impl() { Stop(); }
 
   std::string SocketPath() const { return dir_ + "/" + std::string(kubelet::kKubeletSocketName); }
@@ -125,6 +126,7 @@ class FakeKubelet::Impl {
       cv_.notify_all();
     }
     for (auto& [name, e] : endpoints) EndStream(*e);
+    Changed();
   }
 
   grpc::Status OnRegister(const v1beta1::RegisterRequest& req) {
@@ -137,9 +139,12 @@ class FakeKubelet::Impl {
     r.error = RegistrationError(r);
     r.accepted = r.error.empty();
     if (!r.accepted) {
-      std::lock_guard lock(mu_);
-      registrations_.push_back(r);
-      cv_.notify_all();
+      {
+        std::lock_guard lock(mu_);
+        registrations_.push_back(r);
+        cv_.notify_all();
+      }
+      Changed();
       // The kubelet returns a plain Go error: gRPC code UNKNOWN.
       return grpc::Status(grpc::StatusCode::UNKNOWN, r.error);
     }
@@ -168,6 +173,7 @@ class FakeKubelet::Impl {
       raw->thread = std::thread([this, raw] { WatchDevices(raw); });
       cv_.notify_all();
     }
+    Changed();
     return grpc::Status::OK;
   }
 
@@ -176,19 +182,31 @@ class FakeKubelet::Impl {
     auto reader = e->stub->ListAndWatch(&e->lw_ctx, req);
     v1beta1::ListAndWatchResponse resp;
     while (reader->Read(&resp)) {
-      std::lock_guard lock(mu_);
-      e->devices = kubelet::FromListAndWatchResponse(resp);
-      e->updates++;
-      e->open = true;
-      cv_.notify_all();
+      {
+        std::lock_guard lock(mu_);
+        e->devices = kubelet::FromListAndWatchResponse(resp);
+        e->updates++;
+        e->open = true;
+        cv_.notify_all();
+      }
+      Changed();
     }
     grpc::Status s = reader->Finish();
-    std::lock_guard lock(mu_);
-    e->open = false;
-    e->ended = true;
-    e->end_status = s.ok() ? Status::Ok()
-                           : FromGrpcStatus(s, "ListAndWatch of " + e->resource + " at " + e->path);
-    cv_.notify_all();
+    {
+      std::lock_guard lock(mu_);
+      e->open = false;
+      e->ended = true;
+      e->end_status = s.ok()
+                          ? Status::Ok()
+                          : FromGrpcStatus(s, "ListAndWatch of " + e->resource + " at " + e->path);
+      cv_.notify_all();
+    }
+    Changed();
+  }
+
+  // After a change, outside mu_.
+  void Changed() const {
+    if (on_change_) on_change_();
   }
 
   static void EndStream(Endpoint& e) {
@@ -209,6 +227,7 @@ class FakeKubelet::Impl {
 
   std::mutex lifecycle_mu_;  // serialises Stop/Serve (Restart vs Stop)
   const std::string dir_;
+  const std::function<void()> on_change_;
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;
 
@@ -218,7 +237,8 @@ class FakeKubelet::Impl {
   std::map<std::string, std::unique_ptr<Endpoint>> endpoints_;  // guarded by mu_
 };
 
-Result<std::unique_ptr<FakeKubelet>> FakeKubelet::Start(std::string dir) {
+Result<std::unique_ptr<FakeKubelet>> FakeKubelet::Start(std::string dir,
+                                                        std::function<void()> on_change) {
   const std::string sock = dir + "/" + std::string(kubelet::kKubeletSocketName);
   if (sock.size() > kubelet::kMaxUnixSocketPath) {
     return InvalidArgument("fake kubelet: socket path " + sock + " is longer than " +
@@ -226,12 +246,13 @@ Result<std::unique_ptr<FakeKubelet>> FakeKubelet::Start(std::string dir) {
                            " bytes (a unix socket limit); use a shorter directory");
   }
   GPUOP_RETURN_IF_ERROR(MakeDirs(dir));
-  std::unique_ptr<FakeKubelet> k(new FakeKubelet(std::move(dir)));
+  std::unique_ptr<FakeKubelet> k(new FakeKubelet(std::move(dir), std::move(on_change)));
   GPUOP_RETURN_IF_ERROR(k->impl_->Serve());
   return k;
 }
 
-FakeKubelet::FakeKubelet(std::string dir) : dir_(dir), impl_(std::make_unique<Impl>(dir)) {}
+FakeKubelet::FakeKubelet(std::string dir, std::function<void()> on_change)
+    : dir_(dir), impl_(std::make_unique<Impl>(dir, std::move(on_change))) {}
 FakeKubelet::~FakeKubelet() { Stop(); }
 
 std::string FakeKubelet::socket_path() const { return impl_->SocketPath(); }

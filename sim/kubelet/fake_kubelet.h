@@ -66,7 +66,14 @@ class FakeKubelet {
   // Creates `dir` if needed and serves Registration on <dir>/kubelet.sock
   // (a stale socket there is replaced). <dir>/kubelet.sock must stay under
   // 108 bytes: use a short /tmp directory in tests.
-  static Result<std::unique_ptr<FakeKubelet>> Start(std::string dir);
+  //
+  // `on_change`, when given, runs after each change to what the getters
+  // below return (a registration, a device list, a stream's end, a restart
+  // or stop), on the fake's own threads and outside its locks: it may read
+  // the fake, but not Restart or Stop it, and it should return quickly
+  // (wake a thread that does the work).
+  static Result<std::unique_ptr<FakeKubelet>> Start(std::string dir,
+                                                    std::function<void()> on_change = {});
 
   ~FakeKubelet();  // Stop()
   FakeKubelet(const FakeKubelet&) = delete;
@@ -121,7 +128,7 @@ class FakeKubelet {
 
  private:
   class Impl;
-  explicit FakeKubelet(std::string dir);
+  FakeKubelet(std::string dir, std::function<void()> on_change);
 
   const std::string dir_;
   std::atomic<std::chrono::milliseconds> call_timeout_{std::chrono::milliseconds(5000)};

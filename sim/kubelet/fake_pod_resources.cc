@@ -50,7 +50,8 @@ void FillPod(const std::vector<ContainerDevices>& assignments, const std::string
 
 class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
  public:
-  explicit Impl(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  Impl(std::string socket_path, std::function<void()> on_call)
+      : socket_path_(std::move(socket_path)), on_call_(std::move(on_call)) {}
   ~Impl() override { Stop(); }
 
   // --- v1.PodResourcesLister ---
@@ -58,6 +59,7 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListPodResourcesRequest* /*request*/,
                     v1::ListPodResourcesResponse* response) override {
     list_calls_.fetch_add(1);
+    if (on_call_) on_call_();
     std::unique_lock lock(mu_);
     if (grpc::Status s = WaitWhileStalled(ctx, lock); !s.ok()) return s;
     std::vector<std::pair<std::string, std::string>> pods;  // (namespace, pod), first seen first
@@ -74,6 +76,7 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
   grpc::Status Get(grpc::ServerContext* ctx, const v1::GetPodResourcesRequest* request,
                    v1::GetPodResourcesResponse* response) override {
     get_calls_.fetch_add(1);
+    if (on_call_) on_call_();
     std::unique_lock lock(mu_);
     if (grpc::Status s = WaitWhileStalled(ctx, lock); !s.ok()) return s;
     const bool known = std::any_of(assignments_.begin(), assignments_.end(), [&](const auto& a) {
@@ -170,6 +173,7 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
   }
 
   const std::string socket_path_;
+  const std::function<void()> on_call_;
   std::unique_ptr<grpc::Server> server_;
   std::optional<kubelet::SocketFileId> socket_id_;
 
@@ -186,10 +190,11 @@ class FakePodResources::Impl final : public v1::PodResourcesLister::Service {
   std::atomic<uint64_t> list_calls_{0}, get_calls_{0}, allocatable_calls_{0};
 };
 
-Result<std::unique_ptr<FakePodResources>> FakePodResources::Start(std::string socket_path) {
+Result<std::unique_ptr<FakePodResources>> FakePodResources::Start(std::string socket_path,
+                                                                  std::function<void()> on_call) {
   GPUOP_RETURN_IF_ERROR(kubelet::CheckUnixSocketPath(socket_path, "fake pod-resources socket"));
   GPUOP_RETURN_IF_ERROR(MakeDirs(DirName(socket_path)));
-  auto impl = std::make_unique<Impl>(std::move(socket_path));
+  auto impl = std::make_unique<Impl>(std::move(socket_path), std::move(on_call));
   Status s = impl->Serve();
   if (!s.ok()) {
     impl->Stop();

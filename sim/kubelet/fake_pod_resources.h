@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,7 +40,10 @@ class FakePodResources {
  public:
   // Creates the socket's directory if needed and serves on socket_path (at
   // most 107 bytes: use a short /tmp directory in tests).
-  static Result<std::unique_ptr<FakePodResources>> Start(std::string socket_path);
+  // `on_call`, when given, runs at each List or Get call (on a gRPC thread,
+  // outside the fake's locks; it should return quickly).
+  static Result<std::unique_ptr<FakePodResources>> Start(std::string socket_path,
+                                                         std::function<void()> on_call = {});
 
   ~FakePodResources();  // Stop()
   FakePodResources(const FakePodResources&) = delete;

@@ -14,13 +14,16 @@
 // "get":M} when the served call counts change (a client's polling shows).
 #include <pthread.h>
 
-#include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -48,6 +51,32 @@ class JsonOut {
   std::mutex mu_;
 };
 
+// The fakes call Notify from their threads after each change; the reporter
+// waits for a change it has not seen yet. Changes that come in a burst are
+// reported together.
+class ChangeSignal {
+ public:
+  void Notify() {
+    {
+      std::lock_guard lock(mu_);
+      ++count_;
+    }
+    cv_.notify_all();
+  }
+  // Blocks until a change after *seen (and records it there); false on stop.
+  bool Wait(uint64_t* seen, std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait(lock, stop, [&] { return count_ != *seen; })) return false;
+    *seen = count_;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  uint64_t count_ = 0;  // guarded by mu_
+};
+
 struct SimKubeletOptions {
   std::string dir;                   // the device-plugins directory
   std::string pod_resources_file;    // empty: no pod-resources API
@@ -67,14 +96,15 @@ std::string KubeletDirOf(std::string device_plugins_dir) {
 // The fake pod-resources server and the file it answers from.
 class PodResourcesFromFile {
  public:
-  PodResourcesFromFile(std::string file, std::string socket, JsonOut* out)
-      : file_(std::move(file)), socket_(std::move(socket)), out_(out) {}
+  PodResourcesFromFile(std::string file, std::string socket, JsonOut* out,
+                       std::function<void()> on_call)
+      : file_(std::move(file)), socket_(std::move(socket)), out_(out), on_call_(on_call) {}
 
   // Loads the file (a bad one is fatal here) and serves.
   Status Start() {
     auto table = sim::LoadPodResourcesFile(file_);
     if (!table.ok()) return table.status();
-    auto fake = sim::FakePodResources::Start(socket_);
+    auto fake = sim::FakePodResources::Start(socket_, on_call_);
     if (!fake.ok()) return fake.status();
     fake_ = std::move(*fake);
     fake_->SetAssignments(*table);
@@ -97,7 +127,7 @@ class PodResourcesFromFile {
   void Restart() {
     std::vector<kubelet::ContainerDevices> previous = fake_->Assignments();
     fake_->Stop();
-    auto fake = sim::FakePodResources::Start(socket_);
+    auto fake = sim::FakePodResources::Start(socket_, on_call_);
     if (!fake.ok()) {
       Report(0, fake.status());
       return;
@@ -125,6 +155,7 @@ class PodResourcesFromFile {
   const std::string file_;
   const std::string socket_;
   JsonOut* const out_;
+  const std::function<void()> on_call_;
   std::unique_ptr<sim::FakePodResources> fake_;
 };
 
@@ -138,7 +169,8 @@ int RunSimKubelet(const SimKubeletOptions& options) {
   if (!options.pod_resources_file.empty()) sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
 
-  auto kubelet = sim::FakeKubelet::Start(dir);
+  ChangeSignal changed;  // outlives the fakes, which notify it until they stop
+  auto kubelet = sim::FakeKubelet::Start(dir, [&changed] { changed.Notify(); });
   if (!kubelet.ok()) {
     std::fprintf(stderr, "gpuop sim kubelet: %s\n", kubelet.status().message().c_str());
     return kExitFailure;
@@ -151,8 +183,10 @@ int RunSimKubelet(const SimKubeletOptions& options) {
     const std::string socket = options.pod_resources_socket.empty()
                                    ? kubelet::PodResourcesSocket(KubeletDirOf(dir))
                                    : options.pod_resources_socket;
-    pod_resources =
-        std::make_unique<PodResourcesFromFile>(options.pod_resources_file, socket, &out);
+    std::function<void()> on_call;
+    if (options.log_list_calls) on_call = [&changed] { changed.Notify(); };
+    pod_resources = std::make_unique<PodResourcesFromFile>(options.pod_resources_file, socket, &out,
+                                                           std::move(on_call));
     Status s = pod_resources->Start();
     if (!s.ok()) {
       std::fprintf(stderr, "gpuop sim kubelet: %s\n", s.message().c_str());
@@ -161,13 +195,13 @@ int RunSimKubelet(const SimKubeletOptions& options) {
     }
   }
 
-  // The fake kubelet keeps state, not a feed: report what changed since the
-  // last look (a tool's loop, not a component's).
+  // The fake kubelet keeps state, not a feed: at each change it signals,
+  // report what changed since the last report.
   std::mutex mu;
   size_t seen = 0;                          // registrations printed
   std::map<std::string, uint64_t> updates;  // lists printed per resource
   std::pair<uint64_t, uint64_t> calls_printed{0, 0};
-  auto poll = [&] {
+  auto report = [&] {
     std::lock_guard lock(mu);
     if (pod_resources && options.log_list_calls) {
       if (auto calls = pod_resources->Calls(); calls != calls_printed) {
@@ -209,11 +243,11 @@ int RunSimKubelet(const SimKubeletOptions& options) {
                  {"devices", std::move(devices)}});
     }
   };
-  std::jthread poller([&](std::stop_token stop) {
-    while (!stop.stop_requested()) {
-      poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+  std::jthread reporter([&](std::stop_token stop) {
+    uint64_t changes_seen = 0;
+    do {
+      report();
+    } while (changed.Wait(&changes_seen, stop));
   });
 
   for (;;) {
@@ -224,15 +258,15 @@ int RunSimKubelet(const SimKubeletOptions& options) {
       continue;
     }
     if (sig != SIGHUP) break;
-    std::lock_guard lock(mu);  // the poller reads pod_resources' server
+    std::lock_guard lock(mu);  // the reporter reads pod_resources' server
     if (pod_resources) pod_resources->Restart();
     Status s = (*kubelet)->Restart();
     seen = 0;
     updates.clear();
     out.Print({{"event", "restart"}, {"ok", s.ok()}, {"error", s.ok() ? "" : s.message()}});
   }
-  poller.request_stop();
-  poller.join();
+  reporter.request_stop();
+  reporter.join();
   (*kubelet)->Stop();
   if (pod_resources) pod_resources->Stop();
   out.Print({{"event", "stopped"}});

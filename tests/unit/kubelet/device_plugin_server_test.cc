@@ -20,6 +20,7 @@ using kubelet::ContainerAllocation;
 using kubelet::PluginDevice;
 using std::chrono_literals::operator""s;
 using testing::ShortTempDir;
+using testing::WaitFor;
 
 constexpr const char* kResource = "nvidia.com/gpu";
 constexpr const char* kEndpoint = "nvidia-gpu.sock";
@@ -330,6 +331,47 @@ TEST_F(KubeletDevicePluginServerTest, StreamsOpenedLaterStartWithTheCurrentList)
       kResource, [](const auto& d) { return d.size() == 1 && !d[0].healthy; }, 5s);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(server_->Devices(), (std::vector<PluginDevice>{{kGpu1, false, 1}}));
+}
+
+// The fake kubelet's change callback (what `gpuop sim kubelet` reports
+// from instead of polling): it runs after each registration and each list,
+// with the change already visible to the getters.
+TEST(FakeKubeletChanges, CallbackFollowsRegistrationsAndLists) {
+  ShortTempDir dir;
+  std::mutex mu;
+  std::vector<uint64_t> seen;  // ListAndWatchUpdates read inside each callback
+  sim::FakeKubelet* fake = nullptr;
+  auto k = sim::FakeKubelet::Start(dir.path(), [&] {
+    std::lock_guard lock(mu);
+    if (fake) seen.push_back(fake->ListAndWatchUpdates(kResource));
+  });
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  {
+    std::lock_guard lock(mu);
+    fake = k->get();
+  }
+  auto server = DevicePluginServer::Start(dir / kEndpoint, {});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->SetDevices({{kGpu0, true, 0}});
+  ASSERT_TRUE(RegisterWithKubelet((*k)->socket_path(), kEndpoint, kResource, false, 5s).ok());
+  auto count = [&] {
+    std::lock_guard lock(mu);
+    return seen.size();
+  };
+  auto last = [&] {
+    std::lock_guard lock(mu);
+    return seen.empty() ? uint64_t{0} : seen.back();
+  };
+  // The registration, then the first list.
+  EXPECT_TRUE(WaitFor([&] { return count() >= 2 && last() == 1; }));
+  (*server)->SetDevices({{kGpu0, false, 0}});
+  EXPECT_TRUE(WaitFor([&] { return last() == 2; }));
+  EXPECT_EQ((*k)->ListAndWatchUpdates(kResource), 2u);
+  const size_t before_stop = count();
+  (*k)->Stop();  // a stop is a change too
+  EXPECT_GT(count(), before_stop);
+  std::lock_guard lock(mu);
+  fake = nullptr;
 }
 
 }  // namespace
