@@ -10,12 +10,12 @@
 
 #include "base/files.h"
 #include "base/log.h"
-#include "base/process.h"
 #include "base/strings.h"
 #include "cli/cli.h"
 #include "host/driver_ready.h"
 #include "kube/event_recorder.h"
 #include "mig/manager.h"
+#include "mig/node_commands.h"
 #include "nvml/client.h"
 #include "toolkit/toolkit_core.h"
 
@@ -43,36 +43,6 @@ struct MigManagerFlags {
 int Fail(const Status& s) {
   std::fprintf(stderr, "gpuop mig-manager: %s\n", s.message().c_str());
   return kExitFailure;
-}
-
-// argv of a command line with {index} and {bus_id} put in.
-std::vector<std::string> Expand(const std::string& command, unsigned gpu,
-                                const std::string& bus_id) {
-  std::vector<std::string> argv;
-  for (std::string word : Split(command, ' ')) {
-    if (word.empty()) continue;
-    for (auto [key, value] : {std::pair<std::string, std::string>{"{index}", std::to_string(gpu)},
-                              {"{bus_id}", bus_id}}) {
-      for (size_t at; (at = word.find(key)) != std::string::npos;)
-        word.replace(at, key.size(), value);
-    }
-    argv.push_back(word);
-  }
-  return argv;
-}
-
-Status Run(const std::vector<std::string>& argv, const std::string& what) {
-  if (argv.empty()) return InvalidArgument(what + ": empty command");
-  // gpuop's image has no chroot binary: `chroot ROOT CMD...` runs CMD inside
-  // ROOT directly.
-  const bool chroot = argv[0] == "chroot" && argv.size() >= 3;
-  auto r = chroot ? RunCommand({argv.begin() + 2, argv.end()}, argv[1]) : RunCommand(argv);
-  if (!r.ok()) return r.status().Annotate(what);
-  if (r->status != 0) {
-    return Internal(what + " (" + Join(argv, " ") + ") exited " + std::to_string(r->status) + ": " +
-                    std::string(Trim(r->output)));
-  }
-  return Status::Ok();
 }
 
 int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
@@ -108,18 +78,14 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   // nvidia-smi resets a GPU; it lives in the driver root, as the host sees
   // it: the validator's driver-ready says where on this node, when it is a
   // host driver under a ClusterPolicy that deploys driver containers.
-  o.gpu_reset = [host_root = g.host_root, f](unsigned gpu, const std::string& bus_id) {
-    const std::string reset =
-        f.gpu_reset_command.empty()
-            ? "chroot " + JoinRoot(host_root, host::NodeDriverRoot(host_root, f.driver_root)) +
-                  " nvidia-smi -r -i {bus_id}"
-            : f.gpu_reset_command;
-    return Run(Expand(reset, gpu, bus_id), "resetting GPU " + std::to_string(gpu));
-  };
+  o.gpu_reset = mig::GpuResetCommand(
+      f.gpu_reset_command.empty()
+          ? "chroot " + JoinRoot(g.host_root, host::NodeDriverRoot(g.host_root, f.driver_root)) +
+                " nvidia-smi -r -i {bus_id}"
+          : f.gpu_reset_command);
   o.with_reboot = f.with_reboot;
-  const std::string reboot =
-      f.reboot_command.empty() ? "chroot " + g.host_root + " reboot" : f.reboot_command;
-  o.reboot = [reboot] { return Run(Expand(reboot, 0, ""), "rebooting the node"); };
+  o.reboot = mig::RebootCommand(f.reboot_command.empty() ? "chroot " + g.host_root + " reboot"
+                                                         : f.reboot_command);
   if (f.cdi_enabled) {
     o.cdi_output = f.cdi_output;
     o.cdi.host_root = g.host_root;
