@@ -6,7 +6,6 @@
 // start, 2 on a bad flag.
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -98,16 +97,8 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
     }
   }
 
-  std::atomic<deviceplugin::DevicePlugin*> running{nullptr};
   deviceplugin::LoadedConfig initial;
-  auto watcher = deviceplugin::ConfigWatcher::Start(
-      std::move(wo),
-      [&running](const deviceplugin::LoadedConfig& loaded) -> Status {
-        deviceplugin::DevicePlugin* p = running.load();
-        if (!p) return Unavailable("the device plugin is not serving yet");
-        return p->Reload(loaded.config);
-      },
-      &initial);
+  auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &initial);
   if (!watcher.ok()) return Fail(watcher.status());
   const bool fail_on_init = initial.config.fail_on_init_error;
 
@@ -122,20 +113,13 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   if (!policy->Active()) LogInfo("health checks disabled (DP_DISABLE_HEALTHCHECKS)");
 
   deviceplugin::DevicePlugin plugin(**client, initial.config, options);
-  // Destroyed before `plugin` on every return (a health address that cannot
-  // bind among them): no callback is handed the plugin any more, and the
-  // watcher's thread, which may be inside plugin.Reload, is joined while the
-  // plugin still exists.
+  // Destroyed before `plugin` on every return: the watcher's thread, which
+  // may be inside plugin.Reload, is joined while the plugin still exists.
   struct StopWatcherFirst {
-    std::atomic<deviceplugin::DevicePlugin*>& running;
     deviceplugin::ConfigWatcher& watcher;
-    ~StopWatcherFirst() {
-      running = nullptr;
-      watcher.Stop();
-    }
-  } stop_watcher_first{running, **watcher};
+    ~StopWatcherFirst() { watcher.Stop(); }
+  } stop_watcher_first{**watcher};
   if (Status s = plugin.Start(); !s.ok()) return InitFailed(s, fail_on_init, signals);
-  running = &plugin;
 
   std::unique_ptr<http::Server> health;
   if (!f.health_addr.empty()) {
@@ -148,6 +132,8 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
     if (!h.ok()) return Fail(h.status());
     health = std::move(h).value();
   }
+  (*watcher)->Follow(
+      [&plugin](const deviceplugin::LoadedConfig& loaded) { return plugin.Reload(loaded.config); });
 
   std::vector<std::string> counts;
   for (const auto& r : plugin.Resources()) {
@@ -164,7 +150,6 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
 
   signals.Wait();
   LogInfo("stopping");
-  running = nullptr;
   (*watcher)->Stop();
   plugin.Stop();
   return kExitOk;

@@ -12,13 +12,12 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
-#include "base/strings.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "deviceplugin/config_source.h"
 #include "gfd/daemon.h"
@@ -97,19 +96,8 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
     }
   }
 
-  std::unique_ptr<gfd::Daemon> daemon;
-  std::mutex daemon_mu;  // the watcher's callback may run before `daemon` is set
   deviceplugin::LoadedConfig initial;
-  auto watcher = deviceplugin::ConfigWatcher::Start(
-      std::move(wo),
-      [&](const deviceplugin::LoadedConfig& loaded) -> Status {
-        std::lock_guard lock(daemon_mu);
-        if (!daemon) return Unavailable("gfd is not running yet");
-        LogInfo("config changed; relabelling", {{"config", loaded.origin}});
-        daemon->SetConfig(loaded.config);
-        return Status::Ok();
-      },
-      &initial);
+  auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &initial);
   if (!watcher.ok()) return Fail(watcher.status());
 
   const gfd::Settings settings = gfd::CompleteFromConfigFile(f.given, initial.config.gfd);
@@ -146,12 +134,14 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
     return kExitOk;
   }
 
-  {
-    auto d = gfd::Daemon::Start(o, initial.config);
-    if (!d.ok()) return Fail(d.status());
-    std::lock_guard lock(daemon_mu);
-    daemon = std::move(d).value();
-  }
+  auto started = gfd::Daemon::Start(o, initial.config);
+  if (!started.ok()) return Fail(started.status());
+  gfd::Daemon& daemon = **started;
+  (*watcher)->Follow([&daemon](const deviceplugin::LoadedConfig& loaded) {
+    LogInfo("config changed; relabelling", {{"config", loaded.origin}});
+    daemon.SetConfig(loaded.config);
+    return Status::Ok();
+  });
   LogInfo("gfd started", {{"node", o.node_name},
                           {"file", o.output_file.empty() ? std::string("off") : o.output_file},
                           {"node_feature_api", o.node_feature_api},
@@ -162,13 +152,11 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   // every output written again.
   while (signals.Wait() == SIGHUP) {
     (*watcher)->CheckNow();
-    std::lock_guard lock(daemon_mu);
-    daemon->Relabel();
+    daemon.Relabel();
   }
   LogInfo("stopping");
   (*watcher)->Stop();
-  std::lock_guard lock(daemon_mu);
-  daemon->Stop();  // removes the features file
+  daemon.Stop();  // removes the features file
   return kExitOk;
 }
 

@@ -118,14 +118,19 @@ Result<LoadedConfig> LoadConfig(const ConfigSelection& selection,
 
 // ---- ConfigWatcher ----------------------------------------------------------
 
-ConfigWatcher::ConfigWatcher(Options options, Callback on_config)
-    : options_(std::move(options)), on_config_(std::move(on_config)) {}
+ConfigWatcher::ConfigWatcher(Options options) : options_(std::move(options)) {}
 
 ConfigWatcher::~ConfigWatcher() { Stop(); }
 
 Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Start(Options options, Callback on_config,
                                                             LoadedConfig* initial) {
-  std::unique_ptr<ConfigWatcher> w(new ConfigWatcher(std::move(options), std::move(on_config)));
+  auto w = Load(std::move(options), initial);
+  if (w.ok()) (*w)->Follow(std::move(on_config));
+  return w;
+}
+
+Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Load(Options options, LoadedConfig* initial) {
+  std::unique_ptr<ConfigWatcher> w(new ConfigWatcher(std::move(options)));
   const ConfigSelection& sel = w->options_.selection;
   if (sel.PerNode() && w->options_.client && !sel.node_name.empty()) {
     kube::InformerOptions io;
@@ -175,12 +180,15 @@ Result<std::unique_ptr<ConfigWatcher>> ConfigWatcher::Start(Options options, Cal
   }
   w->applied_key_ = loaded->key;
   if (initial) *initial = std::move(loaded).value();
-  // Nothing can change without a file or a label to follow.
-  if (!sel.file.empty() || sel.PerNode()) {
-    ConfigWatcher* self = w.get();
-    w->thread_ = std::jthread([self](std::stop_token stop) { self->Run(stop); });
-  }
   return w;
+}
+
+void ConfigWatcher::Follow(Callback on_config) {
+  const ConfigSelection& sel = options_.selection;
+  // Nothing can change without a file or a label to follow.
+  if (thread_.joinable() || (sel.file.empty() && !sel.PerNode())) return;
+  on_config_ = std::move(on_config);
+  thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
 }
 
 void ConfigWatcher::Stop() {

@@ -113,7 +113,15 @@ class ConfigWatcher {
   };
 
   // Loads the first config (an error here is returned: the caller decides to
-  // fail), then watches. `initial` receives it.
+  // fail) into `initial` and starts reading the Node's label; nothing is
+  // handed on until Follow. A component built from `initial` then calls
+  // Follow once it can take changes, so no change can reach it before it
+  // exists.
+  static Result<std::unique_ptr<ConfigWatcher>> Load(Options options, LoadedConfig* initial);
+  // Hands each new good config to `on_config` from now on: one loaded
+  // between Load and Follow at the first check.
+  void Follow(Callback on_config);
+  // Load, then Follow.
   static Result<std::unique_ptr<ConfigWatcher>> Start(Options options, Callback on_config,
                                                       LoadedConfig* initial);
   ~ConfigWatcher();  // Stop()
@@ -130,12 +138,12 @@ class ConfigWatcher {
   std::optional<std::string> label() const;
 
  private:
-  ConfigWatcher(Options options, Callback on_config);
+  explicit ConfigWatcher(Options options);
   void Run(std::stop_token stop);
   void Check();
 
   const Options options_;
-  const Callback on_config_;
+  Callback on_config_;  // set once, by Follow, before the thread starts
   std::unique_ptr<kube::Informer> informer_;
 
   mutable Mutex mu_;

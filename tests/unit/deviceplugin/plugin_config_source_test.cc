@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/files.h"
@@ -156,6 +157,39 @@ TEST_F(DpPluginConfigSourceTest, WatcherFollowsTheFileAndKeepsTheLastGoodConfig)
   (*w)->Stop();  // joins the thread: its counters are final
   EXPECT_EQ((*w)->reloads(), 1u);
   EXPECT_EQ((*w)->errors(), 1u);
+}
+
+// Load, then Follow once the component exists: nothing is handed on before
+// Follow, and a change made in between arrives at Follow's first check.
+TEST_F(DpPluginConfigSourceTest, NothingIsHandedOnBeforeFollow) {
+  Write("cfg", 2);
+  ConfigWatcher::Options o;
+  o.selection.file = dir_ + "/cfg";
+  o.check_interval = 20ms;
+  LoadedConfig initial;
+  auto w = ConfigWatcher::Load(o, &initial);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(initial.config.sharing.resources.at(0).replicas, 2);
+  Write("cfg", 3);
+  std::this_thread::sleep_for(200ms);  // ten check intervals: none may run yet
+  EXPECT_EQ((*w)->reloads(), 0u);
+  EXPECT_EQ((*w)->errors(), 0u);
+
+  std::mutex mu;
+  std::vector<int> seen;
+  (*w)->Follow([&](const LoadedConfig& l) {
+    std::lock_guard lock(mu);
+    seen.push_back(l.config.sharing.resources.at(0).replicas);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(testing::WaitFor([&] {
+    std::lock_guard lock(mu);
+    return !seen.empty();
+  }));
+  (*w)->Stop();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, std::vector<int>{3});
+  EXPECT_EQ((*w)->reloads(), 1u);
 }
 
 // The per-node scheme against the API emulator: the Node's label picks the
