@@ -20,8 +20,6 @@
 namespace gpuop::deviceplugin {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string RandomUuid() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -650,8 +648,15 @@ void DevicePlugin::Wake() {
 }
 
 void DevicePlugin::Loop(std::stop_token stop) {
-  auto next_rescan = Clock::now() + options_.rescan_interval;
-  auto next_register = Clock::now();
+  const Clock& clock = ClockOrReal(options_.clock);
+  // A stop wakes the wait below. Registered before mu_ is taken: for a stop
+  // already requested it runs here, at once.
+  std::stop_callback on_stop(stop, [this] {
+    MutexLock lock(mu_);
+    cv_.notify_all();
+  });
+  auto next_rescan = clock.SteadyNow() + options_.rescan_interval;
+  auto next_register = clock.SteadyNow();
   int register_failures = 0;  // since the last success: the backoff's exponent
   while (!stop.stop_requested()) {
     bool restart = false, woken = false;
@@ -661,7 +666,7 @@ void DevicePlugin::Loop(std::stop_token stop) {
       woken = std::exchange(wake_, false);
     }
     if (restart || woken) {
-      next_register = Clock::now();
+      next_register = clock.SteadyNow();
       register_failures = 0;
     }
     bool pending = false;
@@ -672,17 +677,17 @@ void DevicePlugin::Loop(std::stop_token stop) {
         RestartServersLocked();
       }
       StartMissingServersLocked();
-      if (Clock::now() >= next_rescan) {
+      if (clock.SteadyNow() >= next_rescan) {
         (void)RescanLocked();
-        next_rescan = Clock::now() + options_.rescan_interval;
+        next_rescan = clock.SteadyNow() + options_.rescan_interval;
       }
-      if (Clock::now() >= next_register) {
+      if (clock.SteadyNow() >= next_register) {
         if (RegisterPendingLocked(stop)) {
           register_failures = 0;
         } else {
-          next_register = Clock::now() + ExponentialDelay(++register_failures,
-                                                          options_.register_backoff_initial,
-                                                          options_.register_backoff_max);
+          next_register = clock.SteadyNow() + ExponentialDelay(++register_failures,
+                                                               options_.register_backoff_initial,
+                                                               options_.register_backoff_max);
         }
       }
       MutexLock lock(mu_);
@@ -693,8 +698,10 @@ void DevicePlugin::Loop(std::stop_token stop) {
     auto deadline = next_rescan;
     if (pending) deadline = std::min(deadline, next_register);
     MutexLock lock(mu_);
-    cv_.wait_until(lock.native(), stop, deadline,
-                   [this]() GPUOP_REQUIRES(mu_) { return kubelet_restarted_ || wake_; });
+    while (!stop.stop_requested() && !kubelet_restarted_ && !wake_ &&
+           clock.SteadyNow() < deadline) {
+      clock.WaitUntil(lock.native(), cv_, deadline);
+    }
   }
 }
 

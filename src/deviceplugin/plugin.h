@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/config.h"
@@ -81,6 +82,8 @@ struct DevicePluginOptions {
   HealthMonitorOptions health;
   // The random part of CDI annotation keys; null: a random UUID v4.
   std::function<std::string()> new_uuid;
+  // The rescan and registration timing; null: RealClock() (tests: a FakeClock).
+  const Clock* clock = nullptr;
 };
 
 // One advertised resource, for logs, tests and liveness.
@@ -194,7 +197,7 @@ class DevicePlugin {
 
   // The state callbacks read. Order: ops_mu_ before mu_.
   mutable Mutex mu_;
-  std::condition_variable_any cv_;
+  std::condition_variable cv_;
   std::shared_ptr<const Config> config_ GPUOP_GUARDED_BY(mu_);
   std::vector<nvml::Gpu> gpus_ GPUOP_GUARDED_BY(mu_);
   std::string layout_ GPUOP_GUARDED_BY(mu_);

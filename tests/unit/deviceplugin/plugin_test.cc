@@ -81,6 +81,7 @@ class DpPluginTest : public ::testing::Test {
     o.health.probe_interval = 50ms;
     o.health.wait_slice = 20ms;
     o.new_uuid = [] { return std::string("1f2e3d4c-0000-4000-8000-000000000001"); };
+    o.clock = clock_;
     return o;
   }
 
@@ -125,6 +126,8 @@ class DpPluginTest : public ::testing::Test {
   std::unique_ptr<sim::FakeKubelet> kubelet_;
   std::unique_ptr<nvml::Client> client_;
   std::vector<nvml::Gpu> gpus_;
+  FakeClock fake_clock_;          // outlives plugin_, which may run on it
+  const Clock* clock_ = nullptr;  // the plugin's clock; null: the real one
   std::unique_ptr<DevicePlugin> plugin_;
 };
 
@@ -500,6 +503,29 @@ TEST_F(DpPluginTest, MigLayoutChangeSendsTheNewList) {
   const std::string socket = dir_ + "/k/device-plugins/nvidia-mig-3g.40gb.sock";
   EXPECT_TRUE(testing::WaitFor([&] { return !PathExists(socket); })) << socket;
   ASSERT_EQ(plugin_->Resources().size(), 1u);
+}
+
+// The rescan runs on the clock: a layout change shows at the next
+// rescan_interval of the plugin's clock, not before.
+TEST_F(DpPluginTest, RescanFollowsTheClock) {
+  Machine("dgx-h100");
+  FakeClock& clock = fake_clock_;
+  clock_ = &clock;
+  Config c;
+  c.mig_strategy = MigStrategy::kMixed;
+  StartPlugin(c);
+  WaitCount("nvidia.com/gpu", 8);
+  // Registered and serving: the loop now waits for the rescan deadline.
+  ASSERT_TRUE(testing::WaitFor([&] { return clock.waiters() > 0; }));
+  ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 3, true, {"3g.40gb", "3g.40gb"}).ok());
+  std::this_thread::sleep_for(300ms);  // real time passes; the plugin's does not
+  EXPECT_EQ(kubelet_->Devices("nvidia.com/gpu").size(), 8u);
+  EXPECT_EQ(plugin_->Stats().layout_changes, 0u);
+
+  clock.Advance(100ms);  // Options(): rescan_interval
+  WaitCount("nvidia.com/gpu", 7);
+  EXPECT_TRUE(kubelet_->WaitForRegistration("nvidia.com/mig-3g.40gb", kWait).ok());
+  EXPECT_EQ(plugin_->Stats().layout_changes, 1u);
 }
 
 TEST_F(DpPluginTest, ReloadChangesReplicasAndABadConfigKeepsTheRunningOne) {
