@@ -277,10 +277,16 @@ Labels Daemon::labels() const {
 }
 
 void Daemon::Run(std::stop_token stop) {
-  using Clock = std::chrono::steady_clock;
+  const Clock& clock = ClockOrReal(options_.clock);
+  // A stop wakes the wait below. Registered before mu_ is taken: for a stop
+  // already requested it runs here, at once.
+  std::stop_callback on_stop(stop, [this] {
+    MutexLock lock(mu_);
+    cv_.notify_all();
+  });
   std::unique_ptr<nvml::Client> nvml;
   std::optional<Labels> written;  // what every output holds now
-  Clock::time_point last_write{};
+  Clock::SteadyTime last_write{};
   std::string last_error;  // each distinct error is logged once
   auto log_once = [&last_error](std::string_view what, const Status& s) {
     if (s.message() == last_error) return;
@@ -322,7 +328,7 @@ void Daemon::Run(std::stop_token stop) {
         in->config = std::move(config);
         in->timestamp = timestamp_;
         auto labels = GenerateLabels(*in);
-        const auto now = Clock::now();
+        const auto now = clock.SteadyNow();
         const bool due = relabel || !written || (labels.ok() && *labels != *written) ||
                          (options_.sleep_interval && now - last_write >= *options_.sleep_interval);
         if (!labels.ok()) {
@@ -347,8 +353,11 @@ void Daemon::Run(std::stop_token stop) {
         }
       }
     }
+    const auto deadline = clock.SteadyNow() + wait;
     MutexLock lock(mu_);
-    cv_.wait_for(lock.native(), stop, wait, [&]() GPUOP_REQUIRES(mu_) { return config_changed_; });
+    while (!stop.stop_requested() && !config_changed_ && clock.SteadyNow() < deadline) {
+      clock.WaitUntil(lock.native(), cv_, deadline);
+    }
   }
   // NFD drops the labels of a features file that is gone.
   // Only a regular file: never a stream such as /dev/stdout, nor a link.

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "deviceplugin/config.h"
@@ -120,6 +121,8 @@ struct DaemonOptions {
   std::optional<std::chrono::milliseconds> sleep_interval = std::chrono::seconds(60);
   std::chrono::milliseconds rescan_interval{5000};
   std::chrono::milliseconds nvml_retry_interval{5000};
+  // Times the three intervals above; null: RealClock() (tests: a FakeClock).
+  const Clock* clock = nullptr;
 
   // Opens NVML; the command passes nvml::Client::Open of --nvml-lib, tests
   // an opener that fails first.
@@ -166,7 +169,7 @@ class Daemon {
   const std::optional<int64_t> timestamp_;
 
   mutable Mutex mu_;
-  mutable std::condition_variable_any cv_;
+  mutable std::condition_variable cv_;
   deviceplugin::Config config_ GPUOP_GUARDED_BY(mu_);
   bool config_changed_ GPUOP_GUARDED_BY(mu_) = false;
   bool relabel_ GPUOP_GUARDED_BY(mu_) = false;

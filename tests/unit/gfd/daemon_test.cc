@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/files.h"
@@ -199,6 +200,7 @@ class GfdDaemonTest : public ::testing::Test {
     o.nvml_retry_interval = 20ms;
     o.sleep_interval = 60s;  // relabels in these tests come from changes only
     o.open_nvml = [] { return nvml::Client::Open(kSimNvml); };
+    o.clock = clock_;
     return o;
   }
 
@@ -217,6 +219,8 @@ class GfdDaemonTest : public ::testing::Test {
   testing::SimNode sim_{"dgx-h100", "gfd-daemon-test"};
   std::string root_;
   testing::ApiEmulator api_;
+  FakeClock fake_clock_;          // outlives daemon_, which may run on it
+  const Clock* clock_ = nullptr;  // the daemon's clock; null: the real one
   std::unique_ptr<Daemon> daemon_;
 };
 
@@ -308,6 +312,30 @@ TEST_F(GfdDaemonTest, FeaturesFileWrittenAndRemovedOnStop) {
 
   daemon_->Stop();
   EXPECT_FALSE(PathExists(o.output_file));
+}
+
+// sleep_interval on the daemon's clock: unchanged labels are written again
+// once it has passed since the last write, and not before.
+TEST_F(GfdDaemonTest, UnchangedLabelsAreRewrittenEverySleepInterval) {
+  clock_ = &fake_clock_;
+  DaemonOptions o = Options();  // rescan 20 ms, sleep 60 s
+  o.output_file = root_ + "/features.d/gfd";
+  Start(o);
+  ASSERT_TRUE(daemon_->WaitForPasses(1, kWait));
+  ASSERT_TRUE(std::filesystem::remove(o.output_file));
+
+  ASSERT_TRUE(testing::WaitFor([&] { return fake_clock_.waiters() > 0; }));
+  fake_clock_.Advance(std::chrono::seconds(59));  // a rescan, nothing due
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(daemon_->passes(), 1u);
+  EXPECT_FALSE(PathExists(o.output_file));
+
+  ASSERT_TRUE(testing::WaitFor([&] { return fake_clock_.waiters() > 0; }));
+  fake_clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(daemon_->WaitForPasses(2, kWait));
+  auto text = ReadFile(o.output_file);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, FeaturesFileContent(daemon_->labels()));
 }
 
 // Relabel (SIGHUP): a full pass with NVML opened again, every output written
