@@ -113,12 +113,6 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   if (!policy->Active()) LogInfo("health checks disabled (DP_DISABLE_HEALTHCHECKS)");
 
   deviceplugin::DevicePlugin plugin(**client, initial.config, options);
-  // Destroyed before `plugin` on every return: the watcher's thread, which
-  // may be inside plugin.Reload, is joined while the plugin still exists.
-  struct StopWatcherFirst {
-    deviceplugin::ConfigWatcher& watcher;
-    ~StopWatcherFirst() { watcher.Stop(); }
-  } stop_watcher_first{**watcher};
   if (Status s = plugin.Start(); !s.ok()) return InitFailed(s, fail_on_init, signals);
 
   std::unique_ptr<http::Server> health;
@@ -132,6 +126,8 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
     if (!h.ok()) return Fail(h.status());
     health = std::move(h).value();
   }
+  // After the last early return: from here the watcher's thread may be
+  // inside plugin.Reload, and it is stopped below before the plugin goes.
   (*watcher)->Follow(
       [&plugin](const deviceplugin::LoadedConfig& loaded) { return plugin.Reload(loaded.config); });
 
