@@ -98,7 +98,10 @@ class PodResourcesFromFile {
  public:
   PodResourcesFromFile(std::string file, std::string socket, JsonOut* out,
                        std::function<void()> on_call)
-      : file_(std::move(file)), socket_(std::move(socket)), out_(out), on_call_(std::move(on_call)) {}
+      : file_(std::move(file)),
+        socket_(std::move(socket)),
+        out_(out),
+        on_call_(std::move(on_call)) {}
 
   // Loads the file (a bad one is fatal here) and serves.
   Status Start() {
