@@ -1,6 +1,7 @@
 #include "base/clock.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace gpuop {
 
@@ -18,7 +19,7 @@ bool Clock::SleepUntil(SteadyTime deadline, std::stop_token stop) const {
     cv.notify_all();
   });
   std::unique_lock lock(m);
-  while (!stop.stop_requested() && SteadyNow() < deadline) WaitUntil(lock, cv, deadline);
+  WaitUntil(lock, cv, stop, deadline, [] { return false; });
   return !stop.stop_requested();
 }
 
@@ -65,22 +66,47 @@ void FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_var
   {
     MutexLock g(mu_);
     if (steady_start_ + elapsed_ >= deadline) return;
-    waiting_.push_back(&cv);
+    waiting_.push_back({&lock, &cv, lock.mutex(), advances_});
   }
-  // Advance notifies `cv`. One that lands between the registration above and
-  // the wait below would be lost, so the wait is also bounded in real time: the
-  // caller re-checks its condition (and this clock) a few milliseconds later.
-  cv.wait_for(lock, std::chrono::milliseconds(5));
+  // Advance notifies `cv` only while it holds cv's mutex, which this thread
+  // holds from before the registration above until the wait releases it: the
+  // notification cannot fall in between and be lost.
+  cv.wait(lock);
   MutexLock g(mu_);
-  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &cv));
+  waiting_.erase(std::find_if(waiting_.begin(), waiting_.end(),
+                              [&](const Waiter& w) { return w.lock == &lock; }));
 }
 
 void FakeClock::Advance(std::chrono::nanoseconds d) {
-  MutexLock lock(mu_);
-  if (d > std::chrono::nanoseconds::zero()) elapsed_ += d;
-  // Under mu_: a waiter deregisters under mu_ before its condition variable
-  // can go away.
-  for (std::condition_variable* cv : waiting_) cv->notify_all();
+  uint64_t advance = 0;
+  {
+    MutexLock lock(mu_);
+    if (d > std::chrono::nanoseconds::zero()) elapsed_ += d;
+    advance = ++advances_;
+  }
+  // A waiter holds its own mutex when it takes mu_ to register, so blocking on
+  // that mutex while holding mu_ could deadlock: try it, and where it is busy
+  // (its thread is on the way into or out of the wait) let go of mu_ and try
+  // again. mu_ is held while notifying, so a waiter's condition variable
+  // outlives the notification (a waiter deregisters under mu_).
+  while (true) {
+    bool all_woken = true;
+    {
+      MutexLock lock(mu_);
+      for (Waiter& w : waiting_) {
+        if (w.woken_by >= advance) continue;
+        if (!w.mu->try_lock()) {
+          all_woken = false;
+          continue;
+        }
+        w.cv->notify_all();
+        w.mu->unlock();
+        w.woken_by = advance;
+      }
+    }
+    if (all_woken) return;
+    std::this_thread::yield();
+  }
 }
 
 size_t FakeClock::waiters() const {

@@ -11,7 +11,8 @@
 //
 // WaitUntil is a condition variable's wait_until on this clock's steady time:
 // it returns when notified, spuriously, or once SteadyNow() reaches the
-// deadline. Callers re-check their condition, as with any condition variable.
+// deadline. Callers re-check their condition, as with any condition variable;
+// the overload that takes the condition and a stop_token does so for them.
 //
 // Thread-safety: every method may be called from any thread at once.
 #pragma once
@@ -40,6 +41,23 @@ class Clock {
   virtual void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                          SteadyTime deadline) const = 0;
 
+  // Waits on `cv` until `done()` holds, `stop` is requested or SteadyNow()
+  // reaches `deadline`; returns done(). `lock` holds cv's mutex. The caller
+  // notifies `cv` whenever done() may turn true, and on stop (a
+  // std::stop_callback), as for any condition variable.
+  // (done() runs with `lock` held, which the thread-safety analysis cannot
+  // see through a std::unique_lock: callers annotate done() with
+  // GPUOP_REQUIRES, and the analysis checks its body there.)
+  template <typename Done>
+  bool WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                 const std::stop_token& stop, SteadyTime deadline,
+                 Done done) const GPUOP_NO_THREAD_SAFETY_ANALYSIS {
+    while (!done() && !stop.stop_requested() && SteadyNow() < deadline) {
+      WaitUntil(lock, cv, deadline);
+    }
+    return done();
+  }
+
   // Sleeps for `d` of this clock's time, or until its steady time reaches
   // `deadline`. Returns false, having slept less, when `stop` is requested
   // meanwhile (or was already).
@@ -59,7 +77,8 @@ const Clock& RealClock();
 inline const Clock& ClockOrReal(const Clock* clock) { return clock ? *clock : RealClock(); }
 
 // A clock that moves only when a test moves it. Both of its times start at a
-// fixed point and move together; waiters wake at each Advance.
+// fixed point and move together; waiters wake at each Advance, and otherwise
+// only when their own condition variable is notified: no real-time polling.
 class FakeClock final : public Clock {
  public:
   // Wall time starts at `start` (default: 2026-01-01T00:00:00Z, a whole second).
@@ -71,6 +90,7 @@ class FakeClock final : public Clock {
   SteadyTime SteadyNow() const override;
   void WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                  SteadyTime deadline) const override;
+  using Clock::WaitUntil;
 
   // Moves both times forward by `d` (negative is ignored) and wakes every
   // thread waiting on this clock.
@@ -83,9 +103,18 @@ class FakeClock final : public Clock {
   const WallTime wall_start_;
   const SteadyTime steady_start_{std::chrono::hours(1)};
   mutable Mutex mu_;
+  // A thread inside WaitUntil: its lock (which tells threads that share a
+  // condition variable apart), condition variable and mutex, and the last
+  // Advance (by count) that woke it.
+  struct Waiter {
+    const std::unique_lock<std::mutex>* lock;
+    std::condition_variable* cv;
+    std::mutex* mu;
+    uint64_t woken_by;
+  };
   std::chrono::nanoseconds elapsed_ GPUOP_GUARDED_BY(mu_){0};
-  mutable std::vector<std::condition_variable*> waiting_
-      GPUOP_GUARDED_BY(mu_);  // one entry per waiter
+  uint64_t advances_ GPUOP_GUARDED_BY(mu_) = 0;
+  mutable std::vector<Waiter> waiting_ GPUOP_GUARDED_BY(mu_);
 };
 
 // Milliseconds since the Unix epoch: the unit of every timestamp the

@@ -698,10 +698,8 @@ void DevicePlugin::Loop(std::stop_token stop) {
     auto deadline = next_rescan;
     if (pending) deadline = std::min(deadline, next_register);
     MutexLock lock(mu_);
-    while (!stop.stop_requested() && !kubelet_restarted_ && !wake_ &&
-           clock.SteadyNow() < deadline) {
-      clock.WaitUntil(lock.native(), cv_, deadline);
-    }
+    clock.WaitUntil(lock.native(), cv_, stop, deadline,
+                    [&]() GPUOP_REQUIRES(mu_) { return kubelet_restarted_ || wake_; });
   }
 }
 

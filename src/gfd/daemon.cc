@@ -355,9 +355,8 @@ void Daemon::Run(std::stop_token stop) {
     }
     const auto deadline = clock.SteadyNow() + wait;
     MutexLock lock(mu_);
-    while (!stop.stop_requested() && !config_changed_ && clock.SteadyNow() < deadline) {
-      clock.WaitUntil(lock.native(), cv_, deadline);
-    }
+    clock.WaitUntil(lock.native(), cv_, stop, deadline,
+                    [&]() GPUOP_REQUIRES(mu_) { return config_changed_; });
   }
   // NFD drops the labels of a features file that is gone.
   // Only a regular file: never a stream such as /dev/stdout, nor a link.

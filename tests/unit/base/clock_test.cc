@@ -98,6 +98,50 @@ TEST(FakeClockTest, WaitUntilReturnsAtOnceForAPastDeadline) {
   EXPECT_EQ(clock.waiters(), 0u);
 }
 
+TEST(FakeClockTest, OneAdvanceWakesEveryThreadOnASharedConditionVariable) {
+  FakeClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<int> done{0};
+  auto wait_ten_minutes = [&] {
+    std::unique_lock lock(mu);
+    const auto deadline = clock.SteadyNow() + minutes(10);
+    clock.WaitUntil(lock, cv, std::stop_token{}, deadline, [] { return false; });
+    ++done;
+  };
+  std::thread a(wait_ten_minutes), b(wait_ten_minutes);
+  ASSERT_TRUE(WaitFor([&] { return clock.waiters() == 2; }));
+  clock.Advance(minutes(10));
+  a.join();
+  b.join();
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(clock.waiters(), 0u);
+}
+
+TEST(FakeClockTest, WaitUntilWithAConditionEndsWhenItHoldsBeforeTheDeadline) {
+  FakeClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  std::atomic<int> result{-1};
+  std::thread waiter([&] {
+    std::unique_lock lock(mu);
+    result = clock.WaitUntil(lock, cv, std::stop_token{}, clock.SteadyNow() + minutes(10),
+                             [&] { return ready; });
+  });
+  ASSERT_TRUE(WaitFor([&] { return clock.waiters() == 1; }));
+  clock.Advance(minutes(5));  // too early: it waits on
+  ASSERT_TRUE(WaitFor([&] { return clock.waiters() == 1; }));
+  EXPECT_EQ(result.load(), -1);
+  {
+    std::lock_guard lock(mu);
+    ready = true;
+  }
+  cv.notify_all();
+  waiter.join();
+  EXPECT_EQ(result.load(), 1);
+}
+
 TEST(ClockTest, UnixMillis) {
   EXPECT_EQ(UnixMillis(Clock::WallTime(std::chrono::seconds(1))), 1000);
   const int64_t now = NowUnixMillis();
