@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "base/signals.h"
 #include "base/status.h"
 #include "host/kernel_modules.h"
 #include "kube/client.h"
@@ -106,24 +107,6 @@ struct KubeFlags {
 };
 void AddKubeFlags(CLI::App* cmd, KubeFlags* flags);
 Result<std::unique_ptr<kube::Client>> NewKubeClient(const KubeFlags& flags, std::string user_agent);
-
-// Blocks SIGTERM and SIGINT in the constructor (before any thread starts, so
-// every thread inherits the mask); Wait() takes one with sigwait.
-class StopSignals {
- public:
-  // `hangup`: SIGHUP too, for commands that reload on it (Wait returns it).
-  explicit StopSignals(bool hangup = false);
-  // The first Wait that sees no signal for kStartupSettle (base/memory.h)
-  // pages out the executable, then goes on waiting: a component waits here
-  // once it has started, so what only its start ran leaves its memory.
-  int Wait();
-  // Like Wait, but gives up after `timeout`: 0 then.
-  int WaitFor(std::chrono::milliseconds timeout);
-
- private:
-  sigset_t set_;
-  bool paged_out_ = false;
-};
 
 // The NVML library path the user chose, or the driver's default soname.
 // driver_root: the driver's root as the host sees it, for a container the

@@ -2,8 +2,6 @@
 // client they build (cli.h: KubeFlags).
 #include <cstdio>
 
-#include "base/log.h"
-#include "base/memory.h"
 #include "cli/cli.h"
 
 namespace gpuop::cli {
@@ -26,39 +24,6 @@ Result<std::unique_ptr<kube::Client>> NewKubeClient(const KubeFlags& f, std::str
   config.burst = f.burst;
   config.user_agent = std::move(user_agent);
   return kube::Client::New(std::move(config));
-}
-
-StopSignals::StopSignals(bool hangup) {
-  sigemptyset(&set_);
-  sigaddset(&set_, SIGTERM);
-  sigaddset(&set_, SIGINT);
-  if (hangup) sigaddset(&set_, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-}
-
-int StopSignals::WaitFor(std::chrono::milliseconds timeout) {
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-  timespec ts{static_cast<time_t>(secs.count()),
-              static_cast<long>((timeout - secs).count() * 1000000)};
-  const int sig = sigtimedwait(&set_, nullptr, &ts);
-  return sig > 0 ? sig : 0;
-}
-
-int StopSignals::Wait() {
-  if (!paged_out_) {
-    // A signal first (a SIGHUP reload, say): the next Wait settles again.
-    if (int sig = WaitFor(kStartupSettle); sig != 0) return sig;
-    paged_out_ = true;
-    auto bytes = PageOutExecutable();
-    if (bytes.ok()) {
-      LogDebug("paged out the executable's startup pages", {{"mapped_bytes", *bytes}});
-    } else {
-      LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
-    }
-  }
-  int sig = 0;
-  sigwait(&set_, &sig);
-  return sig;
 }
 
 }  // namespace gpuop::cli

@@ -1,0 +1,45 @@
+// StopSignals: how a long-running command learns it should stop (SIGTERM from
+// the kubelet, SIGINT from a terminal) or reload (SIGHUP). The signals are
+// blocked and read from a signalfd, so no handler runs at an arbitrary point
+// of some thread and the wait can also end on a std::stop_token: the process
+// stops for a signal or because one of its own components failed.
+//
+// Construct it on the main thread before any other thread starts: threads
+// inherit the blocked set, and a signal not blocked everywhere may be
+// delivered to a thread that kills the process with its default action.
+#pragma once
+
+#include <chrono>
+#include <csignal>
+#include <stop_token>
+
+namespace gpuop {
+
+class StopSignals {
+ public:
+  // `hangup`: SIGHUP too, for commands that reload on it (Wait returns it).
+  explicit StopSignals(bool hangup = false);
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The next signal, or 0 once `stop` is requested. The first Wait that sees
+  // nothing for kStartupSettle (base/memory.h) pages out the executable and
+  // goes on waiting: a component waits here once it has started, so what only
+  // its start ran leaves its memory.
+  int Wait(std::stop_token stop = {});
+  // The next signal within `timeout`, else 0.
+  int WaitFor(std::chrono::milliseconds timeout);
+
+ private:
+  // poll()s the signalfd (and the stop eventfd) for at most `timeout_ms`
+  // (-1: no limit); the signal, else 0.
+  int Poll(int timeout_ms);
+
+  sigset_t set_;
+  int signal_fd_ = -1;
+  int stop_fd_ = -1;  // an eventfd a stop request writes to
+  bool paged_out_ = false;
+};
+
+}  // namespace gpuop
