@@ -1,23 +1,19 @@
-// `gpuop operator`: the GPU Operator's controller (operator/operator.h), with
-// its metrics and health endpoints and optional leader election. Runs until
-// SIGTERM/SIGINT (exit 0) or until it loses the lease (exit 1, so the
-// Deployment restarts it as a follower, like controller-runtime).
-#include <unistd.h>
-
-#include <atomic>
-#include <csignal>
+// `gpuop operator`: the GPU Operator's controller (operator/operator.h), run
+// by a manager (manager/manager.h) with its metrics and health endpoints and
+// optional leader election. Runs until SIGTERM/SIGINT (exit 0) or until it
+// loses the lease (exit 1, so the Deployment restarts it as a follower, like
+// controller-runtime).
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/version.h"
 #include "cli/cli.h"
-#include "http/server.h"
 #include "kube/event_recorder.h"
 #include "kube/leader_election.h"
+#include "manager/manager.h"
 #include "operator/operator.h"
 
 namespace gpuop::cli {
@@ -61,7 +57,7 @@ int RunOperator(const OperatorFlags& f) {
     renew_deadline = *deadline;
     lease_duration = *deadline + std::chrono::seconds(5);
   }
-  StopSignals signals;
+  StopSignals signals;  // before any thread starts
   auto client = NewKubeClient(f.kube, std::string("gpuop-operator/") + kVersion);
   if (!client.ok()) return Fail(client.status());
 
@@ -78,90 +74,43 @@ int RunOperator(const OperatorFlags& f) {
   op::Operator controller(**client, options, &events);
   if (Status s = controller.Setup(); !s.ok()) return Fail(s);
 
-  std::atomic<bool> leading{!f.leader_elect};
-  http::ConnectionCounters metrics_connections, health_connections;
-  auto metrics = http::Server::Start(
-      f.metrics_addr, "--metrics-addr",
-      {{"/metrics",
-        [&] {
-          return http::Response{.content_type = "text/plain; version=0.0.4; charset=utf-8",
-                                .body = controller.metrics().Exposition() +
-                                        http::ConnectionMetrics({{"metrics", &metrics_connections},
-                                                                 {"health", &health_connections}})};
-        }}},
-      {.counters = &metrics_connections});
-  if (!metrics.ok()) return Fail(metrics.status());
-  auto health =
-      http::Server::Start(f.health_addr, "--health-addr",
-                          {{"/healthz", [] { return http::Response{.body = "ok"}; }},
-                           {"/readyz",
-                            [&] {
-                              // A follower is ready to take over; a leader once its caches synced.
-                              bool ready = !leading.load() || controller.Ready();
-                              return http::Response{.status = ready ? 200 : 503,
-                                                    .body = ready ? "ok" : "caches not synced yet"};
-                            }},
-                           // Each cache's keys and resourceVersions, to check them against the
-                           // server (tests/integration/informer_check.py) or see why a
-                           // reconcile waits.
-                           {"/debug/informers",
-                            [&] {
-                              return http::Response{.content_type = "application/json",
-                                                    .body = controller.DescribeCaches().dump()};
-                            }}},
-                          {.counters = &health_connections});
-  if (!health.ok()) return Fail(health.status());
-  LogInfo("operator serving", {{"metrics", (*metrics)->address()},
-                               {"health", (*health)->address()},
-                               {"namespace", f.namespace_},
-                               {"version", kVersion}});
-
-  std::stop_source stop;
-  std::atomic<bool> lost_lease{false};
-  std::unique_ptr<kube::Client> lease_client;  // outlives the elector
-  std::unique_ptr<kube::LeaderElector> elector;
+  manager::ManagerOptions mo{.name = "operator",
+                             .health_addr = f.health_addr,
+                             .metrics_addr = f.metrics_addr,
+                             .metrics = [&] { return controller.metrics().Exposition(); },
+                             .events = &events};
+  // A client of its own, as controller-runtime gives its lock: the lease
+  // writes wait behind no controller request in the rate limiter or pool.
+  std::unique_ptr<kube::Client> lease_client;
   if (f.leader_elect) {
-    kube::LeaderElectionConfig config;
-    config.lease_namespace = f.namespace_;
-    config.lease_name = f.leader_election_id;
-    config.renew_deadline = renew_deadline;
-    config.lease_duration = lease_duration;
-    kube::LeaderCallbacks callbacks;
-    callbacks.on_started_leading = [&](std::stop_token s) {
-      leading = true;
-      LogInfo("leading: starting the controllers");
-      if (Status st = controller.Run(s); !st.ok())
-        LogError("operator stopped", {{"error", st.message()}});
-    };
-    callbacks.on_stopped_leading = [&] {
-      leading = false;
-      if (stop.stop_requested()) return;
-      LogError("lost the leader lease; exiting so a fresh process contends again");
-      lost_lease = true;
-      kill(getpid(), SIGTERM);
-    };
-    // A client of its own, as controller-runtime gives its lock: the lease
-    // writes wait behind no controller request in the rate limiter or pool.
     auto own = NewKubeClient(f.kube, std::string("gpuop-operator-leader-election/") + kVersion);
     if (!own.ok()) return Fail(own.status());
     lease_client = std::move(own).value();
-    auto e = kube::LeaderElector::New(*lease_client, config, callbacks);
-    if (!e.ok()) return Fail(e.status());
-    elector = std::move(e).value();
+    mo.lease_client = lease_client.get();
+    mo.leader_election = kube::LeaderElectionConfig{.lease_namespace = f.namespace_,
+                                                    .lease_name = f.leader_election_id,
+                                                    .lease_duration = lease_duration,
+                                                    .renew_deadline = renew_deadline};
   }
-  std::jthread runner([&] {
-    if (elector) {
-      elector->Run(stop.get_token());
-    } else if (Status s = controller.Run(stop.get_token()); !s.ok()) {
-      LogError("operator stopped", {{"error", s.message()}});
-    }
+  manager::Manager m(std::move(mo));
+  // Every replica keeps its caches warm; only the leader reconciles.
+  m.Add("caches", [&](std::stop_token stop) { return controller.RunCaches(stop); });
+  m.Add(
+      "controllers", [&](std::stop_token stop) { return controller.RunControllers(stop); },
+      /*needs_leader=*/true);
+  m.AddHealthCheck("ping", [] { return Status::Ok(); });
+  // A follower is ready to take over; a leader once its caches synced.
+  m.AddReadyCheck("caches", [&] {
+    return !m.Leading() || controller.Ready() ? Status::Ok() : Unavailable("caches not synced yet");
   });
-  signals.Wait();
-  LogInfo("stopping");
-  stop.request_stop();
-  runner.join();
-  events.Flush(std::chrono::seconds(2));
-  return lost_lease ? kExitFailure : kExitOk;
+  // Each cache's keys and resourceVersions, to check them against the server
+  // (tests/integration/informer_check.py) or see why a reconcile waits.
+  m.AddRoute("/debug/informers", [&] {
+    return http::Response{.content_type = "application/json",
+                          .body = controller.DescribeCaches().dump()};
+  });
+  LogInfo("operator starting", {{"namespace", f.namespace_}, {"version", kVersion}});
+  return m.Run(signals);
 }
 
 }  // namespace

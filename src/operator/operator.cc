@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/yaml_json.h"
@@ -322,29 +323,41 @@ void Operator::EnqueueAllNodes() {
   for (const std::string& key : nodes_->ListKeys()) node_controller_->Enqueue(key);
 }
 
-Status Operator::Run(std::stop_token stop) {
-  if (!factory_) return FailedPrecondition("Operator::Run before Setup");
+Status Operator::RunCaches(std::stop_token stop) {
+  if (!factory_) return FailedPrecondition("Operator::RunCaches before Setup");
   factory_->Start(stop);
   nodes_->Start(stop);
+  if (factory_->WaitForCacheSync(std::chrono::hours(24), stop) &&
+      nodes_->WaitForSync(std::chrono::hours(24), stop)) {
+    ready_ = true;
+    LogInfo("operator caches synced", {{"nodes", std::to_string(nodes_->Size())}});
+  }
+  WaitForStop(stop);
+  nodes_->Stop();
+  factory_->Stop();
+  return Status::Ok();
+}
+
+Status Operator::RunControllers(std::stop_token stop) {
+  if (!factory_) return FailedPrecondition("Operator::RunControllers before Setup");
   std::jthread policy_thread([this](std::stop_token s) { (void)policy_controller_->Run(s); });
   std::stop_callback forward(stop, [&] { policy_thread.request_stop(); });
   std::jthread upgrade_thread([this](std::stop_token s) { (void)upgrade_controller_->Run(s); });
   std::stop_callback forward_upgrade(stop, [&] { upgrade_thread.request_stop(); });
-  std::jthread ready_thread([this](std::stop_token s) {
-    if (factory_->WaitForCacheSync(std::chrono::hours(24), s) &&
-        nodes_->WaitForSync(std::chrono::hours(24), s)) {
-      ready_ = true;
-      LogInfo("operator caches synced", {{"nodes", std::to_string(nodes_->Size())}});
-    }
-  });
-  std::stop_callback forward_ready(stop, [&] { ready_thread.request_stop(); });
   Status s = node_controller_->Run(stop);
   policy_thread.join();
   upgrade_thread.join();
-  ready_thread.join();
-  nodes_->Stop();
-  factory_->Stop();
   return s.code() == StatusCode::kAborted ? Status::Ok() : s;
+}
+
+Status Operator::Run(std::stop_token stop) {
+  std::stop_source caches_stop;
+  Status caches;
+  std::thread caches_thread([&] { caches = RunCaches(caches_stop.get_token()); });
+  Status controllers = RunControllers(stop);
+  caches_stop.request_stop();
+  caches_thread.join();
+  return caches.ok() ? controllers : caches;
 }
 
 std::shared_ptr<const Policy> Operator::ActivePolicy() {

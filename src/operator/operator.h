@@ -20,8 +20,9 @@
 // Event-driven: no periodic polling; failed passes are retried with the
 // work queue's per-key backoff. An idle cluster sees no writes.
 //
-// Thread-safety: Setup, then Run from one thread; Ready, DescribeCaches and
-// the metrics accessors from any thread.
+// Thread-safety: Setup, then Run (or RunCaches and RunControllers, each on a
+// thread of its own); Ready, DescribeCaches and the metrics accessors from
+// any thread.
 #pragma once
 
 #include <atomic>
@@ -88,7 +89,12 @@ class Operator {
   // Installs or upgrades the CRD (install_crd), creates the informers and the
   // controllers. Makes requests only for the CRD.
   Status Setup();
-  // Starts the informers and runs the controllers until `stop`.
+  // Fills the informer caches and keeps them current until `stop`: every
+  // replica runs it, so a follower that takes over acts at once.
+  Status RunCaches(std::stop_token stop);
+  // Runs the controllers until `stop`: the leader only, while RunCaches runs.
+  Status RunControllers(std::stop_token stop);
+  // Both, until `stop` (tests, and a process without leader election).
   Status Run(std::stop_token stop);
   // True once the caches have synced (readiness).
   bool Ready() const { return ready_.load(); }
