@@ -4,8 +4,6 @@
 // environment variables and these flags (flag > environment > file). Paths
 // are host paths under --host-root. Exit 0 on SIGTERM/SIGINT, 1 when it cannot
 // start, 2 on a bad flag.
-#include <unistd.h>
-
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -18,8 +16,8 @@
 #include "cli/cli.h"
 #include "deviceplugin/config_source.h"
 #include "deviceplugin/health.h"
-#include "deviceplugin/plugin.h"
-#include "http/server.h"
+#include "deviceplugin/service.h"
+#include "manager/manager.h"
 #include "nvml/client.h"
 #include "toolkit/toolkit_core.h"
 
@@ -47,16 +45,6 @@ int Fail(const Status& s) {
 std::string Get(const std::map<std::string, std::string>& env, const std::string& key) {
   auto it = env.find(key);
   return it == env.end() ? "" : it->second;
-}
-
-// Upstream blocks instead of exiting when FAIL_ON_INIT_ERROR=false, so the
-// DaemonSet does not crash-loop on a node without a working GPU.
-int InitFailed(const Status& s, bool fail_on_init_error, StopSignals& signals) {
-  if (fail_on_init_error) return Fail(s);
-  LogError("device plugin not started (FAIL_ON_INIT_ERROR=false: waiting for SIGTERM)",
-           {{"error", s}});
-  signals.Wait();
-  return kExitOk;
 }
 
 int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
@@ -97,58 +85,24 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
     }
   }
 
-  deviceplugin::LoadedConfig initial;
-  auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &initial);
+  deviceplugin::ServiceOptions so;
+  auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &so.initial);
   if (!watcher.ok()) return Fail(watcher.status());
-  const bool fail_on_init = initial.config.fail_on_init_error;
-
-  auto client = nvml::Client::Open(NvmlLibraryPath(g));
-  if (!client.ok()) return InitFailed(client.status(), fail_on_init, signals);
-
-  deviceplugin::DevicePluginOptions options;
-  options.kubelet_dir = JoinRoot(g.host_root, f.kubelet_dir);
-  options.host_root = g.host_root;
-  options.rescan_interval = *rescan;
-  options.health_policy = *policy;
+  so.watcher = std::move(watcher).value();
+  const std::string lib = NvmlLibraryPath(g);
+  so.open_nvml = [lib] { return nvml::Client::Open(lib); };
+  so.plugin.kubelet_dir = JoinRoot(g.host_root, f.kubelet_dir);
+  so.plugin.host_root = g.host_root;
+  so.plugin.rescan_interval = *rescan;
+  so.plugin.health_policy = *policy;
   if (!policy->Active()) LogInfo("health checks disabled (DP_DISABLE_HEALTHCHECKS)");
 
-  deviceplugin::DevicePlugin plugin(**client, initial.config, options);
-  if (Status s = plugin.Start(); !s.ok()) return InitFailed(s, fail_on_init, signals);
-
-  std::unique_ptr<http::Server> health;
-  if (!f.health_addr.empty()) {
-    auto h = http::Server::Start(f.health_addr, "--health-addr",
-                                 {{"/healthz", [&plugin] {
-                                     Status s = plugin.CheckHealth();
-                                     return http::Response{.status = s.ok() ? 200 : 503,
-                                                           .body = s.ok() ? "ok" : s.message()};
-                                   }}});
-    if (!h.ok()) return Fail(h.status());
-    health = std::move(h).value();
-  }
-  // After the last early return: from here the watcher's thread may be
-  // inside plugin.Reload, and it is stopped below before the plugin goes.
-  (*watcher)->Follow(
-      [&plugin](const deviceplugin::LoadedConfig& loaded) { return plugin.Reload(loaded.config); });
-
-  std::vector<std::string> counts;
-  for (const auto& r : plugin.Resources()) {
-    counts.push_back(r.name + "=" + std::to_string(r.devices));
-  }
-  const auto config = plugin.config();
-  LogInfo("device plugin serving resources",
-          {{"resources", Join(counts, ",")},
-           {"dir", plugin.device_plugin_dir()},
-           {"config", initial.origin},
-           {"mig_strategy", deviceplugin::MigStrategyName(config->mig_strategy)},
-           {"device_list_strategy", deviceplugin::DeviceListStrategyString(config->device_list)},
-           {"health_addr", health ? ":" + std::to_string(health->port()) : std::string("off")}});
-
-  signals.Wait();
-  LogInfo("stopping");
-  (*watcher)->Stop();
-  plugin.Stop();
-  return kExitOk;
+  manager::Manager m({.name = "device-plugin", .health_addr = f.health_addr});
+  so.health_address = [&m] { return m.health_address(); };
+  deviceplugin::Service service(std::move(so));
+  m.Add("device-plugin", [&service](std::stop_token stop) { return service.Run(stop); });
+  m.AddHealthCheck("device-plugin", [&service] { return service.CheckHealth(); });
+  return m.Run(signals);
 }
 
 }  // namespace
