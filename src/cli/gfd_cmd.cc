@@ -8,7 +8,6 @@
 // over the environment, which wins over flags.gfd. Exit 0 on
 // SIGTERM/SIGINT or after a good one-shot run, 1 when it cannot label, 2 on a
 // bad flag.
-#include <csignal>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -21,6 +20,8 @@
 #include "cli/cli.h"
 #include "deviceplugin/config_source.h"
 #include "gfd/daemon.h"
+#include "gfd/service.h"
+#include "manager/manager.h"
 #include "nvml/client.h"
 #include "toolkit/toolkit_core.h"
 
@@ -134,30 +135,13 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
     return kExitOk;
   }
 
-  auto started = gfd::Daemon::Start(o, initial.config);
-  if (!started.ok()) return Fail(started.status());
-  gfd::Daemon& daemon = **started;
-  (*watcher)->Follow([&daemon](const deviceplugin::LoadedConfig& loaded) {
-    LogInfo("config changed; relabelling", {{"config", loaded.origin}});
-    daemon.SetConfig(loaded.config);
-    return Status::Ok();
-  });
-  LogInfo("gfd started", {{"node", o.node_name},
-                          {"file", o.output_file.empty() ? std::string("off") : o.output_file},
-                          {"node_feature_api", o.node_feature_api},
-                          {"direct_labels", o.direct_labels},
-                          {"sleep_interval", *settings.sleep_interval},
-                          {"config", initial.origin}});
-  // SIGHUP (upstream restarts on it): the config and the GPUs read anew,
-  // every output written again.
-  while (signals.Wait() == SIGHUP) {
-    (*watcher)->CheckNow();
-    daemon.Relabel();
-  }
-  LogInfo("stopping");
-  (*watcher)->Stop();
-  daemon.Stop();  // removes the features file
-  return kExitOk;
+  gfd::Service service({.daemon = std::move(o),
+                        .watcher = std::move(watcher).value(),
+                        .initial = std::move(initial),
+                        .sleep_interval = *settings.sleep_interval});
+  manager::Manager m({.name = "gfd", .on_hangup = [&service] { service.Reload(); }});
+  m.Add("gfd", [&service](std::stop_token stop) { return service.Run(stop); });
+  return m.Run(signals);
 }
 
 }  // namespace
