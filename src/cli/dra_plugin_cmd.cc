@@ -7,28 +7,19 @@
 // and registers with the kubelet (kubelet/dra_server.h). Paths are host
 // paths under --host-root. Exit 0 on SIGTERM/SIGINT, 1 when it cannot start,
 // 2 on a bad flag.
-#include <condition_variable>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "base/files.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "cli/cli.h"
-#include "deviceplugin/health_monitor.h"
-#include "dra/devices.h"
 #include "dra/driver.h"
-#include "dra/health.h"
 #include "dra/names.h"
-#include "dra/slice_publisher.h"
-#include "http/server.h"
-#include "kube/object.h"
-#include "kubelet/dra_server.h"
+#include "dra/plugin_service.h"
+#include "manager/manager.h"
 #include "nvml/client.h"
 
 namespace gpuop::cli {
@@ -50,27 +41,6 @@ struct DraPluginFlags {
 int Fail(const Status& s) {
   std::fprintf(stderr, "gpuop dra-plugin: %s\n", s.message().c_str());
   return kExitFailure;
-}
-
-// The health monitor's open faults in the DRA health tracker's terms.
-std::map<std::string, dra::UnitFault> UnitFaults(
-    const std::map<std::string, deviceplugin::OpenFault>& open) {
-  std::map<std::string, dra::UnitFault> out;
-  for (const auto& [unit, f] : open) {
-    out[unit] = {f.xid, f.cls == deviceplugin::FaultClass::kLost};
-  }
-  return out;
-}
-
-// The set of units (GPU and MIG UUIDs) the health monitor watches: a MIG
-// layout change replaces them, and the monitor is started again.
-std::set<std::string> Units(const std::vector<nvml::Gpu>& gpus) {
-  std::set<std::string> out;
-  for (const nvml::Gpu& g : gpus) {
-    out.insert(g.uuid);
-    for (const nvml::MigDevice& m : g.mig_devices) out.insert(m.uuid);
-  }
-  return out;
 }
 
 int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
@@ -135,115 +105,24 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   dra::Driver driver(options, dra::ApiClaimFetcher(kube), dra::NvmlNodeDevices(nvml, roots),
                      time_slicer);
 
-  // Publishing: the devices now, again whenever health or the layout
-  // changes, and on every rescan (which also brings back deleted slices).
-  dra::SlicePublisher publisher(kube, f.node_name);
-  std::mutex mu;
-  std::condition_variable_any wake;
-  bool dirty = true;
-  Status last_publish = Unavailable("not published yet");
-  std::unique_ptr<deviceplugin::HealthMonitor> monitor;
-  std::set<std::string> monitored;
-  dra::GpuHealthTracker gpu_health;
-  auto publish_once = [&]() -> Status {
-    auto gpus = nvml.Gpus();
-    if (!gpus.ok()) return gpus.status().Annotate("reading the GPUs");
-    auto system = nvml.System();
-    if (!system.ok()) return system.status().Annotate("reading the driver version");
-    if (policy->Active() && Units(*gpus) != monitored) {
-      monitor.reset();
-      auto m = deviceplugin::HealthMonitor::Start(nvml, *gpus, *policy,
-                                                  [&](const std::map<std::string, bool>&) {
-                                                    std::lock_guard l(mu);
-                                                    dirty = true;
-                                                    wake.notify_all();
-                                                  });
-      if (!m.ok()) return m.status().Annotate("watching GPU health");
-      monitor = std::move(m).value();
-      monitored = Units(*gpus);
-    }
-    dra::DeviceInputs inputs;
-    inputs.additional_ignored_xids = ignored_xids;
-    if (monitor) {
-      inputs.health = gpu_health.Update(*gpus, UnitFaults(monitor->OpenFaults()),
-                                        kube::Rfc3339(std::chrono::system_clock::now()));
-    }
-    for (const nvml::Gpu& gpu : *gpus) {
-      const std::string bus = dra::SysfsBusId(gpu.pci);
-      if (auto root = dra::ReadPcieRoot(g.host_root, bus)) inputs.pcie_roots[bus] = *root;
-    }
-    auto devices = dra::BuildDevices(*gpus, *system, inputs);
-    if (!devices.ok()) return devices.status();
-    return publisher.Publish(std::move(devices).value());
-  };
-  std::jthread publisher_thread([&](std::stop_token stop) {
-    while (!stop.stop_requested()) {
-      {
-        std::lock_guard l(mu);
-        dirty = false;
-      }
-      Status s = publish_once();
-      if (!s.ok() && s.message() != last_publish.message()) {
-        LogWarn("publishing the node's ResourceSlices failed (retrying)", {{"error", s}});
-      } else if (s.ok() && !last_publish.ok()) {
-        LogInfo("ResourceSlices published",
-                {{"node", f.node_name}, {"generation", publisher.generation()}});
-      }
-      {
-        std::lock_guard l(mu);
-        last_publish = s;
-      }
-      std::unique_lock l(mu);
-      wake.wait_for(l, stop, *rescan, [&] { return dirty; });
-    }
-  });
-
-  kubelet::DraPluginServerOptions so;
-  so.driver_name = dra::kDriverName;
-  so.plugin_dir = plugin_dir;
-  so.registry_dir = registry_dir;
+  dra::PluginServiceOptions po;
+  po.node_name = f.node_name;
+  po.host_root = g.host_root;
+  po.rescan_interval = *rescan;
+  po.additional_ignored_xids = std::move(ignored_xids);
+  po.health_policy = *policy;
+  po.server.driver_name = dra::kDriverName;
+  po.server.plugin_dir = plugin_dir;
+  po.server.registry_dir = registry_dir;
   // The kubelet dials the socket on the host, not under --host-root.
-  so.endpoint = f.kubelet_dir + "/plugins/" + dra::kDriverName + "/dra.sock";
-  auto server = kubelet::DraPluginServer::Start(&driver, std::move(so));
-  if (!server.ok()) return Fail(server.status());
+  po.server.endpoint = f.kubelet_dir + "/plugins/" + dra::kDriverName + "/dra.sock";
+  dra::PluginService service(nvml, kube, driver, std::move(po));
 
-  std::unique_ptr<http::Server> health;
-  if (!f.health_addr.empty()) {
-    auto h = http::Server::Start(
-        f.health_addr, "--health-addr",
-        {{"/healthz", [&] {
-            kubelet::DraRegistrationState reg = (*server)->Registration();
-            Status published;
-            {
-              std::lock_guard l(mu);
-              published = last_publish;
-            }
-            if (!reg.registered) {
-              return http::Response{.status = 503,
-                                    .body = reg.notifications == 0
-                                                ? "not registered with the kubelet yet (" +
-                                                      (*server)->registration_socket() + ")"
-                                                : "the kubelet refused the plugin: " + reg.error};
-            }
-            if (!published.ok()) return http::Response{.status = 503, .body = published.message()};
-            return http::Response{.status = 200, .body = "ok"};
-          }}});
-    if (!h.ok()) return Fail(h.status());
-    health = std::move(h).value();
-  }
-  LogInfo("DRA plugin serving",
-          {{"driver", dra::kDriverName},
-           {"node", f.node_name},
-           {"socket", (*server)->dra_socket()},
-           {"cdi_root", options.cdi_root},
-           {"health_addr", health ? ":" + std::to_string(health->port()) : std::string("off")}});
-
-  signals.Wait();
-  LogInfo("stopping");
-  (*server)->Stop();
-  publisher_thread.request_stop();
-  publisher_thread.join();
-  return kExitOk;
+  manager::Manager m({.name = "dra-plugin", .health_addr = f.health_addr});
+  m.Add("dra-plugin", [&service](std::stop_token stop) { return service.Run(stop); });
+  m.AddHealthCheck("dra-plugin", [&service] { return service.CheckHealth(); });
+  LogInfo("DRA plugin starting", {{"node", f.node_name}, {"cdi_root", options.cdi_root}});
+  return m.Run(signals);
 }
 
 }  // namespace
