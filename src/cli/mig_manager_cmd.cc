@@ -2,11 +2,9 @@
 // Node's nvidia.com/mig.config label names (mig/manager.h). Upstream's
 // environment names: NODE_NAME, CONFIG_FILE, WITH_REBOOT, CDI_ENABLED,
 // NVIDIA_DRIVER_ROOT, DEFAULT_GPU_CLIENTS_NAMESPACE.
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "base/files.h"
 #include "base/log.h"
@@ -14,6 +12,7 @@
 #include "cli/cli.h"
 #include "host/driver_ready.h"
 #include "kube/event_recorder.h"
+#include "manager/manager.h"
 #include "mig/manager.h"
 #include "mig/node_commands.h"
 #include "nvml/client.h"
@@ -97,23 +96,16 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
     return kExitUsage;
   }
 
-  mig::Manager manager(o);
-  std::stop_source stop;
-  std::jthread runner([&] {
-    if (Status s = manager.Run(stop.get_token()); !s.ok()) {
-      LogError("mig-manager stopped", {{"error", s}});
-    }
-  });
+  mig::Manager mig_manager(o);
+  manager::Manager m({.name = "mig-manager", .events = &events, .on_hangup = [&mig_manager] {
+                        mig_manager.RequestReconcile();
+                      }});
+  m.Add("mig-manager", [&](std::stop_token stop) { return mig_manager.Run(stop); });
   LogInfo("mig-manager started", {{"node", o.node_name},
                                   {"config_file", o.config_file},
                                   {"cdi", o.cdi_output.empty() ? "off" : o.cdi_output},
                                   {"with_reboot", o.with_reboot}});
-  while (signals.Wait() == SIGHUP) manager.RequestReconcile();
-  LogInfo("stopping");
-  stop.request_stop();
-  runner.join();
-  events.Flush(std::chrono::seconds(2));
-  return kExitOk;
+  return m.Run(signals);
 }
 
 }  // namespace

@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include "base/strings.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "cli/cli.h"
 #include "discovery/node_discovery.h"
+#include "manager/manager.h"
 #include "toolkit/toolkit_core.h"
 
 namespace gpuop::cli {
@@ -62,11 +62,12 @@ int RunNodeDiscoveryCmd(const GlobalOptions& g, const NodeDiscoveryFlags& f) {
   }
   LogInfo("node discovery started",
           {{"node", f.node_name}, {"host_root", g.host_root}, {"interval", f.interval}});
-  std::jthread worker(
-      [&](std::stop_token stop) { discovery::RunNodeDiscovery(**client, o, stop); });
-  signals.Wait();
-  worker.request_stop();
-  return kExitOk;
+  manager::Manager m({.name = "node-discovery"});
+  m.Add("node-discovery", [&](std::stop_token stop) {
+    discovery::RunNodeDiscovery(**client, o, stop);
+    return Status::Ok();
+  });
+  return m.Run(signals);
 }
 
 }  // namespace
