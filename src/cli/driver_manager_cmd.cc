@@ -4,9 +4,6 @@
 // environment. Exit 0 when the driver container may (re)load the driver, 1
 // when it may not (the message says why and what to do), 2 on a bad flag or
 // variable.
-#include <signal.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 #include <stop_token>
@@ -51,15 +48,14 @@ int RunUninstallDriver(const GlobalOptions& g, const DriverManagerFlags& f) {
                              {.component = "nvidia-driver-manager", .host = o->node_name});
 
   // SIGTERM (the pod is deleted) ends the run; it still restores the labels.
-  std::stop_source stop;
-  std::jthread waiter([&signals, &stop] {
-    signals.Wait();
-    stop.request_stop();
+  std::stop_source stop, finished;
+  std::jthread waiter([&] {
+    if (signals.Wait(finished.get_token()) != 0) stop.request_stop();
   });
   Status s = driver_manager::UninstallDriver(
       *o, {.client = **client, .kernel = **kernel, .events = events}, stop.get_token());
   events.Flush(std::chrono::seconds(5));
-  if (!stop.stop_requested()) ::kill(::getpid(), SIGTERM);  // wakes the waiter
+  finished.request_stop();
   waiter.join();
   if (!s.ok()) {
     std::fprintf(stderr, "gpuop driver-manager: %s\n", s.message().c_str());

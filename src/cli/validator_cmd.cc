@@ -9,9 +9,6 @@
 // flags win over the environment. Exit 0 when the check passed (or on
 // SIGTERM for the main container and the exporter), 1 when it failed, 2 on a
 // bad flag or variable.
-#include <signal.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 #include <stop_token>
@@ -128,17 +125,13 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
     }
   }
 
-  // SIGTERM/SIGINT stop whatever runs.
-  std::stop_source stop;
-  std::jthread waiter([&signals, &stop] {
-    signals.Wait();
-    stop.request_stop();
+  // SIGTERM/SIGINT stop whatever runs; its end stops the wait for them.
+  std::stop_source stop, finished;
+  std::jthread waiter([&] {
+    if (signals.Wait(finished.get_token()) != 0) stop.request_stop();
   });
   auto finish = [&](int rc) {
-    if (!stop.stop_requested()) {
-      // Wake the signal waiter so it can be joined.
-      ::kill(::getpid(), SIGTERM);
-    }
+    finished.request_stop();
     waiter.join();
     return rc;
   };
