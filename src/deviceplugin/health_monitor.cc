@@ -6,6 +6,15 @@
 
 namespace gpuop::deviceplugin {
 
+std::set<std::string> HealthUnits(const std::vector<nvml::Gpu>& gpus) {
+  std::set<std::string> units;
+  for (const nvml::Gpu& g : gpus) {
+    units.insert(g.uuid);
+    for (const nvml::MigDevice& m : g.mig_devices) units.insert(m.uuid);
+  }
+  return units;
+}
+
 Result<std::unique_ptr<HealthMonitor>> HealthMonitor::Start(const nvml::Client& client,
                                                             const std::vector<nvml::Gpu>& gpus,
                                                             HealthPolicy policy, Callback on_change,

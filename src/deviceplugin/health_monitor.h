@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -29,6 +30,11 @@
 #include "nvml/client.h"
 
 namespace gpuop::deviceplugin {
+
+// Every unit health is decided for: the GPU and MIG UUIDs of `gpus`. A
+// monitor watches these; when a MIG layout change replaces them, it is
+// started again.
+std::set<std::string> HealthUnits(const std::vector<nvml::Gpu>& gpus);
 
 struct HealthMonitorOptions {
   // How often GPUs with an open fault are probed.

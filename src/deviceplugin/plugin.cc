@@ -54,16 +54,6 @@ std::string Fingerprint(const std::vector<nvml::Gpu>& gpus) {
   return fp;
 }
 
-// Every unit health is decided for: GPU and MIG UUIDs.
-std::set<std::string> UnitsOf(const std::vector<nvml::Gpu>& gpus) {
-  std::set<std::string> units;
-  for (const nvml::Gpu& g : gpus) {
-    units.insert(g.uuid);
-    for (const nvml::MigDevice& m : g.mig_devices) units.insert(m.uuid);
-  }
-  return units;
-}
-
 // The loaded driver's version as NVML reports it; "" when unreadable.
 std::string DriverVersion(const nvml::Client& client) {
   auto system = client.System();
@@ -421,7 +411,7 @@ void DevicePlugin::RestartMonitorIfNeededLocked() {
     MutexLock lock(mu_);
     gpus = gpus_;
   }
-  const std::set<std::string> units = UnitsOf(gpus);
+  const std::set<std::string> units = HealthUnits(gpus);
   if (monitor_ && units == monitor_units_) return;
   if (monitor_) {
     // A fresh tracker forgets open faults: wait (next rescan) until every unit
@@ -496,7 +486,7 @@ Status DevicePlugin::RescanLocked() {
   }
   auto resources = Build(*gpus, *config);
   if (!resources.ok()) {
-    const std::set<std::string> present = UnitsOf(*gpus);
+    const std::set<std::string> present = HealthUnits(*gpus);
     {
       MutexLock lock(mu_);
       ++stats_.rebuild_errors;

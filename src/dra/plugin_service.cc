@@ -24,17 +24,6 @@ std::map<std::string, UnitFault> UnitFaults(
   return out;
 }
 
-// The units (GPU and MIG UUIDs) the health monitor watches: a MIG layout
-// change replaces them, and the monitor is started again.
-std::set<std::string> Units(const std::vector<nvml::Gpu>& gpus) {
-  std::set<std::string> out;
-  for (const nvml::Gpu& g : gpus) {
-    out.insert(g.uuid);
-    for (const nvml::MigDevice& m : g.mig_devices) out.insert(m.uuid);
-  }
-  return out;
-}
-
 }  // namespace
 
 PluginService::PluginService(const nvml::Client& nvml, kube::Client& kube, Driver& driver,
@@ -51,7 +40,7 @@ Status PluginService::PublishOnce() {
   if (!gpus.ok()) return gpus.status().Annotate("reading the GPUs");
   auto system = nvml_.System();
   if (!system.ok()) return system.status().Annotate("reading the driver version");
-  if (options_.health_policy.Active() && Units(*gpus) != monitored_) {
+  if (options_.health_policy.Active() && deviceplugin::HealthUnits(*gpus) != monitored_) {
     monitor_.reset();
     auto m = deviceplugin::HealthMonitor::Start(nvml_, *gpus, options_.health_policy,
                                                 [this](const std::map<std::string, bool>&) {
@@ -61,7 +50,7 @@ Status PluginService::PublishOnce() {
                                                 });
     if (!m.ok()) return m.status().Annotate("watching GPU health");
     monitor_ = std::move(m).value();
-    monitored_ = Units(*gpus);
+    monitored_ = deviceplugin::HealthUnits(*gpus);
   }
   DeviceInputs inputs;
   inputs.additional_ignored_xids = options_.additional_ignored_xids;
