@@ -310,10 +310,7 @@ Status RunCluster(const ClusterSpec& spec, std::stop_token stop) {
       const std::string sim_dir = dir + "/nodes/" + n.name + "/sim";
       GPUOP_RETURN_IF_ERROR(MakeDirs(sim_dir));
       if (!n.host_driver) {  // a bare node: no module loaded until a driver container loads one
-        auto store = sim::StateStore::Open(*machine, sim_dir,
-                                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
+        auto store = sim::StateStore::Open(*machine, sim_dir, NowUnixMillis());
         if (!store.ok()) return fail(store.status().Annotate("node " + n.name));
         if (Status s = sim::SetDriverLoaded(**store, false); !s.ok()) return fail(s);
       }

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "base/clock.h"
 #include "cuda/library.h"
 #include "cuda/vector_add.h"
 #include "sim/nvml/machine.h"
@@ -139,11 +140,7 @@ TEST_F(CudaSimTest, ContextShowsAsProcessAndKernelAsUtilisation) {
   // is set to a kernel "now" plus a margin, so no clock race decides it.
   ASSERT_TRUE(node_.store()
                   .Update([](sim::SimState& s) {
-                    s.gpus[1].last_kernel_unix_ms =
-                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count() +
-                        600000;
+                    s.gpus[1].last_kernel_unix_ms = NowUnixMillis() + 600000;
                     return Status::Ok();
                   })
                   .ok());

@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 
+#include "base/clock.h"
 #include "http/server.h"
 #include "sim/nvml/state.h"
 #include "tests/testing/sim_node.h"
@@ -163,12 +164,6 @@ double SeriesValue(const std::string& text, const std::string& field, const std:
   return -1;
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
   ASSERT_TRUE(sim::SetMigLayout(sim_.store(), 2, true, {"1g.10gb", "3g.40gb"}).ok());
   std::vector<Counter> counters = DefaultCounters();
@@ -185,8 +180,8 @@ TEST_F(ExporterTest, ProfilingFieldsFollowTheWorkOnGpusAndMigInstances) {
       std::regex_search(text, m, std::regex(R"re(GPU_I_PROFILE="1g.10gb",GPU_I_ID="(\d+)")re")))
       << text;
   const std::string gi = m[1];
-  ASSERT_TRUE(sim::AddLoad(sim_.store(), 3, std::nullopt, NowMs(), 120000).ok());
-  ASSERT_TRUE(sim::AddLoad(sim_.store(), 2, std::stoi(gi), NowMs(), 120000).ok());
+  ASSERT_TRUE(sim::AddLoad(sim_.store(), 3, std::nullopt, NowUnixMillis(), 120000).ok());
+  ASSERT_TRUE(sim::AddLoad(sim_.store(), 2, std::stoi(gi), NowUnixMillis(), 120000).ok());
   Fresh();  // the baseline sample now has the load ahead of it
   text = Fresh();
 

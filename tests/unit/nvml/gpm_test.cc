@@ -11,18 +11,13 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.h"
 #include "nvml/client.h"
 #include "sim/nvml/state.h"
 #include "tests/testing/sim_node.h"
 
 namespace gpuop::nvml {
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 class GpmTest : public ::testing::Test {
  protected:
@@ -76,7 +71,7 @@ TEST_F(GpmTest, FirstReadHasNothingToCompareThenEveryReadHasMetrics) {
 
 TEST_F(GpmTest, BusyGpuReadsHigherActivityThanIdleOne) {
   Boot("dgx-h100");
-  ASSERT_TRUE(sim::AddLoad(node_.store(), 3, std::nullopt, NowMs(), 60000).ok());
+  ASSERT_TRUE(sim::AddLoad(node_.store(), 3, std::nullopt, NowUnixMillis(), 60000).ok());
   GpmMetrics busy = Between(3);
   GpmMetrics idle = Between(4);
   ASSERT_TRUE(busy.sm_util && idle.sm_util && busy.any_tensor_util && idle.any_tensor_util);
@@ -96,7 +91,7 @@ TEST_F(GpmTest, MigGpuInstancesAreReadThroughTheirGpu) {
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   ASSERT_EQ(gpu->mig_devices.size(), 2u);
   const unsigned busy_gi = gpu->mig_devices[0].gi_id, idle_gi = gpu->mig_devices[1].gi_id;
-  ASSERT_TRUE(sim::AddLoad(node_.store(), 2, busy_gi, NowMs(), 60000).ok());
+  ASSERT_TRUE(sim::AddLoad(node_.store(), 2, busy_gi, NowUnixMillis(), 60000).ok());
 
   GpmMetrics busy = Between(2, busy_gi);
   GpmMetrics idle = Between(2, idle_gi);
