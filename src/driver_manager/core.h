@@ -13,7 +13,6 @@
 // Thread-safety: pure functions over values.
 #pragma once
 
-#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,14 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "kube/operand_pause.h"
+
 namespace gpuop::driver_manager {
 
 using Json = nlohmann::json;
 
 // ---- Labels ---------------------------------------------------------------
 
-inline constexpr std::string_view kPauseValue = "paused-for-driver-upgrade";
-inline constexpr std::string_view kDeployLabelPrefix = "nvidia.com/gpu.deploy.";
 // nvidia.com/gpu.deploy.driver's value on a node whose host has its own driver.
 inline constexpr std::string_view kPreInstalled = "pre-installed";
 // Set by the operator while driver.upgradePolicy.autoUpgrade is on: the
@@ -39,43 +38,6 @@ inline constexpr std::string_view kUpgradeEnabledAnnotation =
 // Marks a cordon the driver manager made, so only that one is undone.
 inline constexpr std::string_view kCordonAnnotation = "gpuop.io/driver-manager-cordon";
 
-// The operands k8s-driver-manager pauses, as their deploy label suffix. The
-// DRA driver is paused after the GPU pods are gone (its kubelet plugin
-// releases their claims), so it is not in this list; see kDraDriverComponent.
-inline constexpr std::array<std::string_view, 15> kPausedComponents = {
-    "operator-validator",  "container-toolkit",
-    "device-plugin",       "gpu-feature-discovery",
-    "dcgm-exporter",       "dcgm",
-    "mig-manager",         "nvsm",
-    "sandbox-validator",   "sandbox-device-plugin",
-    "vgpu-device-manager", "client",
-    "dra-validator",       "dcgm-dra",
-    "dcgm-exporter-dra"};
-inline constexpr std::string_view kDraDriverComponent = "dra-driver";
-
-std::string DeployLabel(std::string_view component);
-
-// k8s-driver-manager's pause table: the value pausing writes for a label's
-// current value; nullopt when the label is left as it is (absent, "", "false",
-// already paused).
-std::optional<std::string> PausedValue(std::optional<std::string_view> current);
-// The value restoring writes; nullopt when the label is not paused.
-std::optional<std::string> RestoredValue(std::optional<std::string_view> current);
-
-// The labels gpuop pauses: the deploy labels of kPausedComponents plus the
-// custom NODE_LABEL_FOR_GPU_POD_EVICTION label when it is named.
-std::vector<std::string> PausableLabels(const std::string& custom_label);
-
-// Label writes (label → new value) that pause, or restore, `labels` on a node
-// with `node_labels`; only the labels that change.
-std::map<std::string, std::string> PauseChanges(
-    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels);
-std::map<std::string, std::string> RestoreChanges(
-    const std::map<std::string, std::string>& node_labels, const std::vector<std::string>& labels);
-
-// A strategic-merge patch body that sets these labels.
-Json LabelPatch(const std::map<std::string, std::string>& changes);
-
 // ---- Pods -----------------------------------------------------------------
 
 // The pods that are not finished and still use one of `gpu_claims`; the driver
@@ -83,14 +45,6 @@ Json LabelPatch(const std::map<std::string, std::string>& changes);
 std::vector<Json> LivePodsWithClaims(const std::vector<Json>& pods,
                                      const std::set<std::string>& gpu_claims);
 
-// The operand pods that must leave before a driver reload: in the operator
-// namespace with one of the operands' app labels, or (any namespace) owned by
-// a DaemonSet and selecting nodes by nvidia.com/gpu.deploy.client.
-bool IsOperandPod(const Json& pod, std::string_view operator_namespace);
-// The DRA driver's kubelet plugin (app=nvidia-dra-driver-kubelet-plugin).
-bool IsDraPluginPod(const Json& pod, std::string_view operator_namespace);
-
-bool IsDaemonSetPod(const Json& pod);
 bool IsMirrorPod(const Json& pod);  // a static pod's API mirror
 
 struct EvictionFlags {

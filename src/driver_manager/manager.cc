@@ -47,8 +47,7 @@ class Run {
  public:
   Run(const Options& o, Dependencies deps, std::stop_token stop)
       : o_(o), deps_(deps), clock_(ClockOrReal(deps.clock)), stop_(std::move(stop)) {
-    restore_labels_ = PausableLabels(o.custom_pause_label);
-    restore_labels_.push_back(DeployLabel(kDraDriverComponent));
+    restore_labels_ = kube::PausableLabelsAndDra(o.custom_pause_label);
   }
 
   Status Execute() {
@@ -98,9 +97,9 @@ class Run {
   // ---- Steps ----
 
   Status HostDriver() {
-    const std::string label = DeployLabel("driver");
+    const std::string label = kube::OperandDeployLabel("driver");
     auto patched = deps_.client.Patch(res::kNodes, "", o_.node_name, kube::PatchType::kStrategic,
-                                      LabelPatch({{label, std::string(kPreInstalled)}}));
+                                      kube::LabelPatch({{label, std::string(kPreInstalled)}}));
     if (!patched.ok()) return patched.status().Annotate("labelling " + label + "=pre-installed");
     RestoreAfterCrash();
     const std::string msg =
@@ -126,10 +125,10 @@ class Run {
 
   Status Reload(const std::vector<host::KernelModule>& modules) {
     // 3. Operands.
-    GPUOP_RETURN_IF_ERROR(PauseLabels(PausableLabels(o_.custom_pause_label)));
+    GPUOP_RETURN_IF_ERROR(PauseLabels(kube::PausableLabels(o_.custom_pause_label)));
     const std::string ns = o_.operator_namespace;
-    auto operands =
-        WaitPodsGone([&](const Json& p) { return IsOperandPod(p, ns); }, o_.operand_wait_timeout);
+    auto operands = WaitPodsGone([&](const Json& p) { return kube::IsOperandPod(p, ns); },
+                                 o_.operand_wait_timeout);
     if (!operands.ok()) return Fail(operands.status(), kReasonFailed);
     if (!operands->empty()) {
       return Fail(DeadlineExceeded(
@@ -163,9 +162,9 @@ class Run {
     GPUOP_RETURN_IF_ERROR(NoLivePodsWithGpuClaims());
 
     // 5. The DRA driver's kubelet plugin, once no GPU pod needs its claims.
-    GPUOP_RETURN_IF_ERROR(PauseLabels({DeployLabel(kDraDriverComponent)}));
-    auto dra =
-        WaitPodsGone([&](const Json& p) { return IsDraPluginPod(p, ns); }, o_.operand_wait_timeout);
+    GPUOP_RETURN_IF_ERROR(PauseLabels({kube::OperandDeployLabel(kube::kDraDriverComponent)}));
+    auto dra = WaitPodsGone([&](const Json& p) { return kube::IsDraPluginPod(p, ns); },
+                            o_.operand_wait_timeout);
     if (!dra.ok()) return Fail(dra.status(), kReasonFailed);
     if (!dra->empty()) {
       return Fail(
@@ -213,10 +212,10 @@ class Run {
   Status PauseLabels(const std::vector<std::string>& labels) {
     auto node = GetNode();
     if (!node.ok()) return Fail(node.status(), kReasonFailed);
-    auto changes = PauseChanges(kube::Labels(*node), labels);
+    auto changes = kube::PauseChanges(kube::Labels(*node), labels);
     if (changes.empty()) return Status::Ok();
     auto patched = deps_.client.Patch(res::kNodes, "", o_.node_name, kube::PatchType::kStrategic,
-                                      LabelPatch(changes));
+                                      kube::LabelPatch(changes));
     if (!patched.ok()) {
       return Fail(patched.status().Annotate("pausing the GPU operands' deploy labels"),
                   kReasonFailed);
@@ -231,10 +230,10 @@ class Run {
   Status RestoreLabels() {
     auto node = GetNode();
     if (!node.ok()) return node.status().Annotate("restoring the GPU operands' deploy labels");
-    auto changes = RestoreChanges(kube::Labels(*node), restore_labels_);
+    auto changes = kube::RestoreChanges(kube::Labels(*node), restore_labels_);
     if (changes.empty()) return Status::Ok();
     auto patched = deps_.client.Patch(res::kNodes, "", o_.node_name, kube::PatchType::kStrategic,
-                                      LabelPatch(changes));
+                                      kube::LabelPatch(changes));
     if (!patched.ok()) {
       return patched.status().Annotate("restoring the GPU operands' deploy labels");
     }

@@ -7,6 +7,7 @@
 #include "base/strings.h"
 #include "kube/gpu_pods.h"
 #include "kube/object.h"
+#include "kube/operand_pause.h"
 
 namespace gpuop::op::upgrade {
 namespace {
@@ -45,6 +46,12 @@ std::optional<TimePoint> ParseUnixSeconds(const std::map<std::string, std::strin
 bool Has(const std::map<std::string, std::string>& m, const char* key, std::string_view value) {
   auto it = m.find(key);
   return it != m.end() && it->second == value;
+}
+
+std::vector<const PodInfo*> ToPointers(const std::vector<PodInfo>& pods) {
+  std::vector<const PodInfo*> out;
+  for (const PodInfo& p : pods) out.push_back(&p);
+  return out;
 }
 
 std::string Names(const std::vector<const PodInfo*>& pods) {
@@ -300,15 +307,57 @@ class NodeStepper {
     RequeueAt(in_.now + kPodPollInterval);
   }
 
+  // The new driver pod loads other modules than the old one holds (the fast
+  // path of a same-digest restart keeps them loaded).
+  bool Reloads() const {
+    return orphan_ || ds_ == nullptr || pod_->config_digest.empty() ||
+           pod_->config_digest != ds_->config_digest;
+  }
+
+  // Pauses the operands' deploy labels and waits, up to kOperandsTimeout,
+  // for their pods (node_.pods) to leave. True once the driver pod may go.
+  bool OperandsGone() {
+    // The DRA driver's too: no GPU pod is left to need its claims.
+    auto pause = kube::PauseChanges(node_.labels, kube::PausableLabelsAndDra(""));
+    if (!pause.empty()) {
+      a_.labels = pause;
+      a_.events.push_back({false,
+                           "Driver upgrade: paused the GPU operands so that the old "
+                           "driver unloads when its pod is deleted"});
+    }
+    // Stamped with the pause, in the same patch: while it is there, the
+    // operator owns the pause (Disable undoes it).
+    TimePoint start = StartOf(kOperandsPausedAnnotation);
+    // The driver pod goes in a later pass than the pause is written: the
+    // new pod's driver manager must find the labels paused to restore them.
+    if (pause.empty() && node_.pods.empty()) return true;
+    if (in_.now >= start + kOperandsTimeout) {
+      a_.events.push_back({true, "Driver upgrade: operand pods " + Names(ToPointers(node_.pods)) +
+                                     " still on the node after " +
+                                     std::to_string(kOperandsTimeout.count()) +
+                                     " s; deleting the driver pod anyway (its successor's driver "
+                                     "manager evicts them)"});
+      return true;
+    }
+    RequeueAt(std::min(in_.now + kPodPollInterval, start + kOperandsTimeout));
+    return false;
+  }
+
   void RestartDriver() {
     if (pod_ == nullptr || pod_->terminating) return;  // the DaemonSet controller acts next
     if (orphan_ || Stale()) {
+      if (Reloads()) {
+        if (!OperandsGone()) return;
+        // The new pod's driver manager restores the labels.
+        a_.annotations[kOperandsPausedAnnotation] = std::nullopt;
+      }
       a_.delete_driver_pod = PodRef{pod_->ns, pod_->name};
       a_.events.push_back({false, "Driver upgrade: deleted driver pod " + pod_->name +
                                       " so that the new driver loads"});
       return;
     }
     if (DriverReady()) {
+      Unannotate(kOperandsPausedAnnotation);  // the old pod went by another hand
       return MoveTo(State::kValidationRequired, "driver pod " + pod_->name + " is Ready");
     }
     if (InSync() && pod_->restarts_not_ready > kMaxDriverRestarts) {
@@ -525,6 +574,8 @@ PodListing PodsToList(State s, const UpgradePolicy& policy) {
       return PodListing::kAllOnNode;
     case State::kDrainRequired:
       return policy.drain.enable ? PodListing::kDrain : PodListing::kNone;
+    case State::kPodRestartRequired:
+      return PodListing::kOperands;
     default:
       return PodListing::kNone;
   }

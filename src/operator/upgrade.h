@@ -14,7 +14,9 @@
 //   - already-cordoned nodes start without using maxUnavailable, but never
 //     beyond maxParallelUpgrades; NotReady nodes do not start;
 //   - waits are deadlines (requeue-after), not a 2-minute polling loop;
-//   - a node moves one state per pass, so each state is seen on the label.
+//   - a node moves one state per pass, so each state is seen on the label;
+//   - the GPU operands leave before the old driver pod is deleted, so that it
+//     unloads the driver on SIGTERM (kOperandsTimeout).
 //
 // Thread-safety: pure functions over values.
 #pragma once
@@ -52,6 +54,9 @@ inline constexpr const char* kPodDeletionStartAnnotation =
     "nvidia.com/gpu-driver-upgrade-pod-deletion-start-time";
 inline constexpr const char* kDrainStartAnnotation =
     "nvidia.com/gpu-driver-upgrade-drain-start-time";
+// gpuop's: when pod-restart-required paused the GPU operands (below).
+inline constexpr const char* kOperandsPausedAnnotation =
+    "nvidia.com/gpu-driver-upgrade-operands-paused-time";
 // Tells the driver manager that this controller owns eviction and drain.
 inline constexpr const char* kEnabledAnnotation = "nvidia.com/gpu-driver-upgrade-enabled";
 inline constexpr const char* kEventReason = "GPUDriverUpgrade";
@@ -62,6 +67,13 @@ inline constexpr const char* kRevisionHashLabel = "controller-revision-hash";
 inline constexpr std::chrono::seconds kValidationTimeout{600};
 // A driver container not Ready after this many restarts fails the upgrade.
 inline constexpr int kMaxDriverRestarts = 10;
+// Before it deletes a driver pod whose replacement reloads the modules,
+// pod-restart-required pauses the GPU operands (kube/operand_pause.h) and
+// waits this long for them to leave, so that the old driver container can
+// unload on SIGTERM; NVIDIA's deletes it at once, and a container that cannot
+// unload waits out its grace period for SIGKILL. Past this wait the pod is
+// deleted anyway: the new pod's driver manager evicts what is left.
+inline constexpr std::chrono::seconds kOperandsTimeout{120};
 // Workload pods are not watched (they are listed per node on demand): while a
 // node waits for some to finish or go, it is looked at again this often.
 inline constexpr std::chrono::seconds kPodPollInterval{2};
@@ -149,7 +161,9 @@ std::string ConfigDigest(const Json& pod_spec);
 
 // Which of a node's pods the controller must list for the node's state
 // (pods are read on demand, by field selector spec.nodeName=<node>).
-enum class PodListing { kNone, kWaitForJobs, kAllOnNode, kDrain };
+// kOperands: every pod on the node, of which the controller keeps the GPU
+// operands (kube::IsOperandPod, kube::IsDraPluginPod).
+enum class PodListing { kNone, kWaitForJobs, kAllOnNode, kDrain, kOperands };
 PodListing PodsToList(State s, const UpgradePolicy& policy);
 // The label selector of that listing ("" for every pod on the node).
 std::string PodListSelector(PodListing listing, const UpgradePolicy& policy);
@@ -193,6 +207,7 @@ struct NodeAction {
   // Set (value) or remove (nullopt).
   std::map<std::string, std::optional<std::string>> annotations;
   std::optional<bool> unschedulable;
+  std::map<std::string, std::string> labels;  // label writes besides the state
   std::optional<PodRef> delete_driver_pod;
   std::vector<PodRef> evict;  // policy/v1 Eviction; a 429 (PDB) is retried next pass
   // An eviction failing otherwise moves the node here (with its deadline
@@ -201,8 +216,8 @@ struct NodeAction {
   std::vector<NodeEvent> events;
 
   bool empty() const {
-    return !state && annotations.empty() && !unschedulable && !delete_driver_pod && evict.empty() &&
-           events.empty();
+    return !state && annotations.empty() && !unschedulable && labels.empty() &&
+           !delete_driver_pod && evict.empty() && events.empty();
   }
 };
 

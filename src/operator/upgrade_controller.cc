@@ -8,6 +8,7 @@
 #include "base/strings.h"
 #include "kube/gpu_pods.h"
 #include "kube/object.h"
+#include "kube/operand_pause.h"
 #include "operator/node_labels.h"
 
 namespace gpuop::op {
@@ -27,6 +28,7 @@ constexpr const char* kOwnAnnotations[] = {
     up::kRequestedAnnotation,        up::kInitialStateAnnotation,
     up::kWaitForJobsStartAnnotation, up::kValidationStartAnnotation,
     up::kPodDeletionStartAnnotation, up::kDrainStartAnnotation,
+    up::kOperandsPausedAnnotation,
 };
 
 // What of a node a pass depends on; heartbeats change none of it.
@@ -107,6 +109,14 @@ kube::ReconcileResult UpgradeController::Disable() {
     Json labels = Json::object();
     Json annotations = Json::object();
     if (NodeLabels(*node).count(up::kStateLabel)) labels[up::kStateLabel] = nullptr;
+    // Stopped between pausing the operands and deleting the old driver pod:
+    // that pod stays, and so must its operands.
+    if (kube::Annotation(*node, up::kOperandsPausedAnnotation)) {
+      for (const auto& [k, v] :
+           kube::RestoreChanges(NodeLabels(*node), kube::PausableLabelsAndDra(""))) {
+        labels[k] = v;
+      }
+    }
     for (const char* key : kOwnAnnotations) {
       // The requested annotation is a user's: it waits for autoUpgrade.
       if (key != up::kRequestedAnnotation && kube::Annotation(*node, key)) {
@@ -132,6 +142,7 @@ kube::ReconcileResult UpgradeController::Reconcile() {
   if (config.mode == UpgradeConfig::Mode::kOff) return Disable();
   metrics_->auto_upgrade_enabled = 1;
 
+  const std::string& ns = options_.namespace_;
   up::ClusterInput in;
   in.policy = config.policy;
   in.now = ClockOrReal(options_.clock).Now();
@@ -180,7 +191,13 @@ kube::ReconcileResult UpgradeController::Reconcile() {
       }
       static const std::set<std::string> kNoClaims;
       const std::set<std::string>& claims = gpu_claims ? *gpu_claims : kNoClaims;
-      for (const Json& p : pods->items) n.pods.push_back(up::ReadPod(p, claims));
+      for (const Json& p : pods->items) {
+        if (listing == up::PodListing::kOperands && !kube::IsOperandPod(p, ns) &&
+            !kube::IsDraPluginPod(p, ns)) {
+          continue;
+        }
+        n.pods.push_back(up::ReadPod(p, claims));
+      }
     }
     node_objects[name] = node;
     in.nodes.push_back(std::move(n));
@@ -259,6 +276,7 @@ Status UpgradeController::Apply(const up::NodeAction& action, const Json& node,
 
   Json labels = Json::object();
   Json ann = Json::object();
+  for (const auto& [k, v] : action.labels) labels[k] = v;
   if (state) labels[up::kStateLabel] = std::string(up::StateName(*state));
   for (const auto& [k, v] : annotations) ann[k] = v ? Json(*v) : Json(nullptr);
   if (enabled_annotation) ann[up::kEnabledAnnotation] = "true";

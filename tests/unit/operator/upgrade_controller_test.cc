@@ -12,7 +12,9 @@
 
 #include "kube/event_recorder.h"
 #include "kube/object.h"
+#include "kube/operand_pause.h"
 #include "kube/resource.h"
+#include "operator/node_labels.h"
 #include "tests/testing/api_emulator.h"
 
 namespace gpuop::op {
@@ -27,6 +29,7 @@ constexpr const char* kDs = "nvidia-driver-daemonset";
 const kube::Resource kRevisions{"apps", "v1", "controllerrevisions", "ControllerRevision", true};
 const kube::Resource kReplicaSets{"apps", "v1", "replicasets", "ReplicaSet", true};
 const std::vector<std::string> kNodes = {"gpu-1", "gpu-2", "gpu-3"};
+constexpr const char* kValidatorDeployLabel = "nvidia.com/gpu.deploy.operator-validator";
 
 bool InProgress(const std::string& state) {
   return state != "" && state != "upgrade-done" && state != "upgrade-required";
@@ -110,9 +113,12 @@ class UpgradeControllerTest : public ::testing::Test {
   }
 
   void CreateNode(const std::string& name) {
-    Json node = {{"apiVersion", "v1"},
-                 {"kind", "Node"},
-                 {"metadata", {{"name", name}, {"labels", {{"nvidia.com/gpu.present", "true"}}}}}};
+    Json node = {
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata",
+         {{"name", name},
+          {"labels", {{"nvidia.com/gpu.present", "true"}, {kValidatorDeployLabel, "true"}}}}}};
     ASSERT_TRUE(client().Create(res::kNodes, "", node).ok());
     kube::PatchOptions status;
     status.subresource = "status";
@@ -275,23 +281,48 @@ class UpgradeControllerTest : public ::testing::Test {
               /*restarts=*/crashing_version_ == version_ ? 11 : 0);
   }
 
-  // One round of the DaemonSet controller and the kubelets.
+  // One round of the DaemonSet controllers, the kubelets and the new driver
+  // pods' driver managers (which restore the operands' deploy labels).
   void KubeletStep() {
     auto pods = client().List(res::kPods, "");
     ASSERT_TRUE(pods.ok());
     std::set<std::string> with_driver;
+    std::set<std::string> with_validator;
+    std::set<std::string> deleting_driver;
+    kube::DeleteOptions now;
+    now.grace_period_seconds = 0;
     for (const Json& p : pods->items) {
       bool driver = kube::Label(p, "app") == kDs;
       if (kube::IsBeingDeleted(p)) {
-        kube::DeleteOptions now;
-        now.grace_period_seconds = 0;
+        if (driver) deleting_driver.insert(kube::PodNodeName(p));
         (void)client().Delete(res::kPods, kube::Namespace(p), kube::Name(p), now);
       } else if (driver) {
         with_driver.insert(kube::PodNodeName(p));
+      } else if (kube::Label(p, "app") == "nvidia-operator-validator") {
+        with_validator.insert(kube::PodNodeName(p));
       }
     }
+    auto nodes = Nodes();
     for (const std::string& node : kNodes) {
-      if (!with_driver.count(node)) CreateDriverPod(node);
+      if (deleting_driver.count(node) && with_validator.count(node)) {
+        std::lock_guard lock(mu_);
+        ++driver_deleted_under_operands_;
+      }
+      const bool validator_selected = kube::Label(nodes[node], kValidatorDeployLabel) == "true";
+      if (validator_selected && !with_validator.count(node)) {
+        CreatePod(kNs, "validator-" + node, node, {{"app", "nvidia-operator-validator"}}, false);
+      } else if (!validator_selected && with_validator.count(node)) {
+        (void)client().Delete(res::kPods, kNs, "validator-" + node, now);
+      }
+      if (with_driver.count(node)) continue;
+      auto restore = kube::RestoreChanges(NodeLabels(nodes[node]), kube::PausableLabelsAndDra(""));
+      if (!restore.empty()) {
+        ASSERT_TRUE(client()
+                        .Patch(res::kNodes, "", node, kube::PatchType::kStrategic,
+                               kube::LabelPatch(restore))
+                        .ok());
+      }
+      CreateDriverPod(node);
     }
   }
 
@@ -419,6 +450,7 @@ class UpgradeControllerTest : public ::testing::Test {
   UpgradeConfig::Mode mode_ = UpgradeConfig::Mode::kOn;  // GUARDED_BY(mu_)
   up::UpgradePolicy policy_;                             // GUARDED_BY(mu_)
   int max_in_progress_ = 0;                              // GUARDED_BY(mu_)
+  int driver_deleted_under_operands_ = 0;                // GUARDED_BY(mu_)
 
   UpgradeMetrics metrics_;
   std::unique_ptr<kube::SharedInformerFactory> factory_;
@@ -452,8 +484,19 @@ TEST_F(UpgradeControllerTest, UpgradesThreeNodesOneAtATimeAndKeepsTheAdminCordon
   {
     std::lock_guard lock(mu_);
     EXPECT_EQ(max_in_progress_, 1);
+    // The operands had left each node before its old driver pod was deleted.
+    EXPECT_EQ(driver_deleted_under_operands_, 0);
   }
   auto nodes = Nodes();
+  for (const auto& [name, n] : nodes) {
+    EXPECT_EQ(kube::Label(n, kValidatorDeployLabel), "true") << name;
+    EXPECT_FALSE(kube::Annotation(n, up::kOperandsPausedAnnotation).has_value()) << name;
+  }
+  bool paused = false;
+  for (const std::string& m : EventsAbout("gpu-1")) {
+    paused = paused || m.find("paused the GPU operands") != std::string::npos;
+  }
+  EXPECT_TRUE(paused);
   EXPECT_TRUE(kube::IsUnschedulable(nodes["gpu-2"]));  // the admin's cordon stays
   EXPECT_FALSE(kube::IsUnschedulable(nodes["gpu-1"]));
   EXPECT_FALSE(kube::IsUnschedulable(nodes["gpu-3"]));
@@ -561,6 +604,14 @@ TEST_F(UpgradeControllerTest, WithoutTheResourceApiGpuPodsAreEvictedAsBefore) {
 TEST_F(UpgradeControllerTest, TurningAutoUpgradeOffRemovesTheLabels) {
   StartController();
   ASSERT_TRUE(AllIn("upgrade-done"));
+  // gpu-1 as the controller leaves it between pausing its operands and
+  // deleting its driver pod: turned off then, its operands come back.
+  ASSERT_TRUE(client()
+                  .Patch(res::kNodes, "", "gpu-1", kube::PatchType::kMerge,
+                         {{"metadata",
+                           {{"labels", {{kValidatorDeployLabel, "paused-for-driver-upgrade"}}},
+                            {"annotations", {{up::kOperandsPausedAnnotation, "1800000000"}}}}}})
+                  .ok());
   {
     std::lock_guard lock(mu_);
     mode_ = UpgradeConfig::Mode::kOff;
@@ -568,12 +619,14 @@ TEST_F(UpgradeControllerTest, TurningAutoUpgradeOffRemovesTheLabels) {
   controller_->Enqueue();
   ASSERT_TRUE(RunUntil([&](const auto& nodes) {
     for (const auto& [name, n] : nodes) {
-      if (kube::Label(n, up::kStateLabel) || kube::Annotation(n, up::kEnabledAnnotation)) {
+      if (kube::Label(n, up::kStateLabel) || kube::Annotation(n, up::kEnabledAnnotation) ||
+          kube::Annotation(n, up::kOperandsPausedAnnotation)) {
         return false;
       }
     }
     return true;
   }));
+  EXPECT_EQ(kube::Label(Nodes()["gpu-1"], kValidatorDeployLabel), "true");
   EXPECT_EQ(metrics_.auto_upgrade_enabled.load(), 0);
 }
 

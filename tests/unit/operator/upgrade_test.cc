@@ -326,6 +326,71 @@ TEST(UpgradeStepTest, PodRestartDeletesTheStalePodAndWaitsForTheNewOne) {
   EXPECT_EQ(NextState(in, "n"), State::kValidationRequired);
 }
 
+// The old driver container unloads on SIGTERM only once nothing holds the
+// driver: the operands leave before its pod is deleted.
+TEST(UpgradeStepTest, PodRestartPausesTheOperandsAndDeletesTheDriverPodOnceTheyLeft) {
+  EXPECT_EQ(PodsToList(State::kPodRestartRequired, UpgradePolicy{}), PodListing::kOperands);
+  NodeInput n = Node("n", State::kPodRestartRequired, "old");
+  n.labels["nvidia.com/gpu.deploy.device-plugin"] = "true";
+  n.labels["nvidia.com/gpu.deploy.dra-driver"] = "true";
+  n.labels["nvidia.com/gpu.deploy.driver"] = "true";
+  n.labels["nvidia.com/gpu.deploy.dcgm-exporter"] = "false";
+  PodInfo plugin = Validator(true);
+  plugin.name = "device-plugin";
+  n.pods = {plugin};
+  auto in = Cluster({n});
+
+  UpgradePlan plan = PlanUpgrade(in);
+  NodeAction a = For(plan, "n");
+  EXPECT_EQ(a.labels, (std::map<std::string, std::string>{
+                          {"nvidia.com/gpu.deploy.device-plugin", "paused-for-driver-upgrade"},
+                          {"nvidia.com/gpu.deploy.dra-driver", "paused-for-driver-upgrade"}}));
+  EXPECT_EQ(a.annotations.at(kOperandsPausedAnnotation), UnixSeconds(kNow));
+  EXPECT_FALSE(a.delete_driver_pod.has_value());
+  EXPECT_FALSE(a.state.has_value());
+  ASSERT_TRUE(plan.requeue_at.has_value());
+  EXPECT_EQ(*plan.requeue_at, kNow + kPodPollInterval);
+
+  // Paused, and the plugin still terminating: nothing to do yet.
+  for (const auto& [k, v] : a.labels) in.nodes[0].labels[k] = v;
+  in.nodes[0].annotations[kOperandsPausedAnnotation] = UnixSeconds(kNow);
+  in.now = kNow + std::chrono::seconds(5);
+  EXPECT_TRUE(For(PlanUpgrade(in), "n").empty());
+
+  // Gone: the driver pod goes, and the operator's claim on the pause with it
+  // (the new pod's driver manager restores the labels).
+  in.nodes[0].pods.clear();
+  a = For(PlanUpgrade(in), "n");
+  ASSERT_TRUE(a.delete_driver_pod.has_value());
+  EXPECT_TRUE(a.labels.empty());
+  EXPECT_EQ(a.annotations.at(kOperandsPausedAnnotation), std::nullopt);
+
+  // An operand that does not leave holds the driver pod for kOperandsTimeout
+  // at most; then it goes anyway, with a warning that names the pod.
+  in.nodes[0].pods = {plugin};
+  in.now = kNow + kOperandsTimeout - std::chrono::seconds(1);
+  EXPECT_FALSE(For(PlanUpgrade(in), "n").delete_driver_pod.has_value());
+  in.now = kNow + kOperandsTimeout;
+  a = For(PlanUpgrade(in), "n");
+  ASSERT_TRUE(a.delete_driver_pod.has_value());
+  ASSERT_FALSE(a.events.empty());
+  EXPECT_TRUE(a.events[0].warning);
+  EXPECT_NE(a.events[0].message.find("gpu-operator/device-plugin"), std::string::npos);
+}
+
+// A restart with the same configuration keeps the modules loaded (the driver
+// container's fast path): nothing needs the operands to go.
+TEST(UpgradeStepTest, ARestartWithTheSameConfigurationLeavesTheOperandsAlone) {
+  NodeInput n = Node("n", State::kPodRestartRequired, "old");
+  n.driver_pods[0].config_digest = "digest-new";
+  n.labels["nvidia.com/gpu.deploy.device-plugin"] = "true";
+  PodInfo plugin = Validator(true);
+  n.pods = {plugin};
+  NodeAction a = For(PlanUpgrade(Cluster({n})), "n");
+  EXPECT_TRUE(a.labels.empty());
+  EXPECT_TRUE(a.delete_driver_pod.has_value());
+}
+
 TEST(UpgradeStepTest, AnOrphanDriverPodIsReplaced) {
   NodeInput n = Node("n", State::kPodRestartRequired);
   n.driver_pods[0].controller_kind = "";
