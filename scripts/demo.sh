@@ -15,8 +15,6 @@
 #      `gpuop doctor` explains it;
 #   7. helm uninstall and cluster down leave nothing behind.
 # Usage: demo.sh BUILD_DIR   (as root: network namespaces, podman)
-#   DEMO_SHORT=1: the driver container's startup probe after 5 s instead of
-#   NVIDIA's 60 s (three minutes less; tests/integration/demo_test.sh).
 #   DEMO_PATIENCE=N: every wait N times as long (make test's sanitizer build
 #   starts each container several times slower than a Release build).
 set -euo pipefail
@@ -102,20 +100,11 @@ run "kubectl get nodes"
 [[ $(kubectl get nodes --no-headers | grep -c ' Ready ') == 4 ]] || die "4 Ready nodes expected"
 node_state >"$work/nodes-before.txt"
 
-# DEMO_SHORT (make test's form): the driver container's startup probe after
-# 5 s, not NVIDIA's 60 s; the simulated driver loads in a second.
-short=""
-[[ -n "${DEMO_SHORT:-}" ]] && short=" \\
-  --set driver.startupProbe.initialDelaySeconds=5 --set driver.startupProbe.periodSeconds=2"
-if [[ -z "$short" ]]; then
-  say "the seed's install command, unchanged (the chart has NVIDIA's values, gpuop's image):"
-else
-  say "the seed's install command, the driver's startup probe sooner (DEMO_SHORT):"
-fi
+say "the seed's install command, unchanged (gpuop's chart takes NVIDIA's values):"
 cd "$src"
 run "helm install gpu-operator deploy/helm/gpu-operator -n gpu-operator --create-namespace \\
   --set driver.version=535.129.03 --set toolkit.enabled=true \\
-  --set dcgmExporter.enabled=true --set migManager.enabled=true$short" | grep -E '^(NAME|STATUS|REVISION):'
+  --set dcgmExporter.enabled=true --set migManager.enabled=true" | grep -E '^(NAME|STATUS|REVISION):'
 
 step "2. the stack comes up: node discovery, the driver containers, toolkit, device plugin, gfd, exporter, validator"
 stack_ready() {

@@ -239,6 +239,12 @@ SEED_DIFFERENCES = {
         "differs", "gpuop's appVersion (NVIDIA's in-repository chart says main-latest)"),
     'spec.daemonsets.labels["helm.sh/chart"]': (
         "absent", "a chart upgrade must not roll every operand, the driver included"),
+    # The same 1,260 s budget, probed every 5 s from 5 s (docs/helm.md).
+    "spec.driver.startupProbe.initialDelaySeconds": (
+        "differs", "a driver that loads in seconds is Ready in seconds, not after 60"),
+    "spec.driver.startupProbe.periodSeconds": ("differs", "probed every 5 s"),
+    "spec.driver.startupProbe.failureThreshold": (
+        "differs", "the same 1,260 s budget as NVIDIA's 60 + 10 x 120"),
 }
 for block in ("toolkit", "devicePlugin", "dcgmExporter", "gfd", "migManager", "validator",
               "nodeStatusExporter", "driver.manager"):
