@@ -15,7 +15,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DGPUOP_WERROR=OFF -DGPUOP_BUILD_TESTS=OFF >/dev/null
+	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DGPUOP_WERROR=OFF -DGPUOP_BUILD_TESTS=OFF -DGPUOP_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # gpuop's one image (localhost/gpuop:<version>), from the Release build.

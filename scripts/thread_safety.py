@@ -20,7 +20,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # gcc-only flags, and what a syntax-only run has no use for.
-DROP = {"-c", "-MD", "-Wno-restrict"}
+DROP = {"-c", "-MD", "-Wno-restrict", "-Wno-subobject-linkage"}
 DROP_WITH_VALUE = {"-o", "-MT", "-MF"}
 DROP_PREFIXES = ("-fsanitize", "--param", "-fno-sanitize")
 
@@ -48,6 +48,26 @@ def clang_command(entry: dict) -> list:
     return out + ["-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety"]
 
 
+def unity_members(entry: dict) -> dict:
+    """The .cc files a unity source (CMake's Unity/unity_N_cxx.cxx) includes,
+    each with the unity source's command aimed at it: one target's flags."""
+    unity = pathlib.Path(entry["directory"], entry["file"])
+    if "/Unity/" not in str(unity) or not unity.exists():
+        return {}
+    out = {}
+    for line in unity.read_text().splitlines():
+        if line.startswith('#include "') and line.endswith('.cc"'):
+            cc = str(pathlib.Path(line[len('#include "'):-1]).resolve())
+            member = dict(entry, file=cc)
+            if "command" in member:
+                member["command"] = member["command"].replace(entry["file"], cc)
+            else:
+                member["arguments"] = [cc if a == entry["file"] else a
+                                       for a in member["arguments"]]
+            out[cc] = member
+    return out
+
+
 def check(entry: dict) -> tuple:
     r = subprocess.run(clang_command(entry), cwd=entry["directory"], capture_output=True, text=True)
     return entry["file"], r.returncode, r.stderr
@@ -66,7 +86,10 @@ def main() -> int:
         print(f"thread_safety: {db_path} is missing: configure the build first (make test does)",
               file=sys.stderr)
         return 1
-    db = {str(pathlib.Path(e["file"]).resolve()): e for e in json.loads(db_path.read_text())}
+    db = {}
+    for e in json.loads(db_path.read_text()):
+        db[str(pathlib.Path(e["file"]).resolve())] = e
+        db.update(unity_members(e))
     if len(sys.argv) > 2:
         files = [str(pathlib.Path(f).resolve()) for f in sys.argv[2:]]
     else:

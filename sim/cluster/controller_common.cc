@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/json_field.h"
 #include "base/strings.h"
 
 namespace gpuop::simcluster {
@@ -24,12 +25,6 @@ const Json* At(const Json& obj, std::initializer_list<const char*> path) {
     cur = &*it;
   }
   return cur;
-}
-
-std::string Str(const Json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 void AddTo(ResourceList& into, const Json* list) {
@@ -61,7 +56,7 @@ std::optional<int64_t> ParseInt(std::string_view s) {
 }
 
 bool ExpressionMatches(const Json& expr, const std::optional<std::string>& value) {
-  const std::string op = Str(expr, "operator");
+  const std::string op = StringField(expr, "operator");
   std::vector<std::string> values;
   if (const Json* v = At(expr, {"values"}); v != nullptr && v->is_array()) {
     for (const auto& x : *v) {
@@ -174,7 +169,7 @@ bool NodeSelectorTermMatches(const Json& term, const Json& node) {
   const auto labels = kube::Labels(node);
   if (has_exprs) {
     for (const auto& e : *exprs) {
-      auto it = labels.find(Str(e, "key"));
+      auto it = labels.find(StringField(e, "key"));
       std::optional<std::string> value;
       if (it != labels.end()) value = it->second;
       if (!ExpressionMatches(e, value)) return false;
@@ -182,7 +177,7 @@ bool NodeSelectorTermMatches(const Json& term, const Json& node) {
   }
   if (has_fields) {
     for (const auto& f : *fields) {
-      if (Str(f, "key") != "metadata.name") return false;  // the only field kube supports
+      if (StringField(f, "key") != "metadata.name") return false;  // the only field kube supports
       if (!ExpressionMatches(f, kube::Name(node))) return false;
     }
   }
@@ -211,10 +206,10 @@ bool ToleratesTaint(const Json& tolerations, const kube::Taint& taint) {
   if (!tolerations.is_array()) return false;
   for (const auto& t : tolerations) {
     if (!t.is_object()) continue;
-    const std::string effect = Str(t, "effect");
+    const std::string effect = StringField(t, "effect");
     if (!effect.empty() && effect != taint.effect) continue;
-    const std::string key = Str(t, "key");
-    std::string op = Str(t, "operator");
+    const std::string key = StringField(t, "key");
+    std::string op = StringField(t, "operator");
     if (op.empty()) op = "Equal";
     if (key.empty()) {
       if (op == "Exists") return true;  // an empty key with Exists tolerates everything
@@ -222,7 +217,7 @@ bool ToleratesTaint(const Json& tolerations, const kube::Taint& taint) {
     }
     if (key != taint.key) continue;
     if (op == "Exists") return true;
-    if (op == "Equal" && Str(t, "value") == taint.value) return true;
+    if (op == "Equal" && StringField(t, "value") == taint.value) return true;
   }
   return false;
 }
@@ -287,6 +282,17 @@ std::string ControllerUid(const Json& obj) {
     if (ref.controller) return ref.uid;
   }
   return "";
+}
+
+std::vector<std::string> IndexByControllerUid(const Json& obj) {
+  std::string uid = ControllerUid(obj);
+  if (uid.empty()) return {};
+  return {uid};
+}
+
+Json ControllerRef(const Json& owner, const char* api_version, const char* kind) {
+  return {{"apiVersion", api_version}, {"kind", kind},       {"name", kube::Name(owner)},
+          {"uid", kube::Uid(owner)},   {"controller", true}, {"blockOwnerDeletion", true}};
 }
 
 std::chrono::system_clock::time_point CreationTime(const Json& obj) {

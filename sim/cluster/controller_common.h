@@ -93,6 +93,11 @@ bool IsPodActive(const Json& pod);
 
 // The uid of the object's controller owner reference ("" when none).
 std::string ControllerUid(const Json& obj);
+// An informer index of objects by that uid (kControllerUidIndex).
+inline constexpr const char* kControllerUidIndex = "controller-uid";
+std::vector<std::string> IndexByControllerUid(const Json& obj);
+// A controller owner reference to `owner`, an object of `api_version`/`kind`.
+Json ControllerRef(const Json& owner, const char* api_version, const char* kind);
 // metadata.creationTimestamp for ordering (epoch when absent).
 std::chrono::system_clock::time_point CreationTime(const Json& obj);
 

@@ -13,14 +13,7 @@ namespace {
 
 namespace res = kube::resources;
 
-constexpr const char* kControllerUidIndex = "controller-uid";
 constexpr const char* kTemplateGenerationAnnotation = "deprecated.daemonset.template.generation";
-
-std::vector<std::string> IndexByControllerUid(const Json& obj) {
-  std::string uid = ControllerUid(obj);
-  if (uid.empty()) return {};
-  return {uid};
-}
 
 // The key of the DaemonSet that controls `obj`, if one does.
 std::vector<std::string> OwnerDaemonSet(const Json& obj) {
@@ -30,11 +23,6 @@ std::vector<std::string> OwnerDaemonSet(const Json& obj) {
     }
   }
   return {};
-}
-
-Json OwnerReference(const Json& ds) {
-  return {{"apiVersion", "apps/v1"}, {"kind", "DaemonSet"}, {"name", kube::Name(ds)},
-          {"uid", kube::Uid(ds)},    {"controller", true},  {"blockOwnerDeletion", true}};
 }
 
 bool IsPodUpdated(const Json& pod, const std::string& hash, int64_t generation) {
@@ -125,7 +113,7 @@ Json DaemonPodFor(const Json& ds, const std::string& node, const std::string& ha
   Json meta = {{"generateName", kube::Name(ds) + "-"},
                {"namespace", kube::Namespace(ds)},
                {"labels", std::move(labels)},
-               {"ownerReferences", Json::array({OwnerReference(ds)})}};
+               {"ownerReferences", Json::array({ControllerRef(ds, "apps/v1", "DaemonSet")})}};
   const Json& annotations = Member(Member(tmpl, "metadata"), "annotations");
   if (annotations.is_object() && !annotations.empty()) meta["annotations"] = annotations;
   Json spec = Member(tmpl, "spec");
@@ -345,7 +333,7 @@ Result<std::string> DaemonSetController::SyncHistory(const Json& ds,
                  {{"name", rev_name},
                   {"namespace", ns},
                   {"labels", labels},
-                  {"ownerReferences", Json::array({OwnerReference(ds)})}}},
+                  {"ownerReferences", Json::array({ControllerRef(ds, "apps/v1", "DaemonSet")})}}},
                 {"data", data},
                 {"revision", max_revision + 1}};
     auto created = client_.Create(kControllerRevisions, ns, rev);

@@ -12,16 +12,8 @@ namespace {
 
 namespace res = kube::resources;
 
-constexpr const char* kControllerUidIndex = "controller-uid";
-
 int64_t IntOr(const Json& v, int64_t fallback) {
   return v.is_number_integer() ? v.get<int64_t>() : fallback;
-}
-
-std::vector<std::string> IndexByControllerUid(const Json& obj) {
-  std::string uid = ControllerUid(obj);
-  if (uid.empty()) return {};
-  return {uid};
 }
 
 // Enqueues the controller owner of `obj` if it is of `kind`.
@@ -33,11 +25,6 @@ kube::MapFunc OwnerOfKind(std::string kind) {
     }
     return {};
   };
-}
-
-Json OwnerRef(const Json& owner, const char* kind) {
-  return {{"apiVersion", "apps/v1"}, {"kind", kind},       {"name", kube::Name(owner)},
-          {"uid", kube::Uid(owner)}, {"controller", true}, {"blockOwnerDeletion", true}};
 }
 
 int64_t Replicas(const Json& obj) { return IntOr(Member(Member(obj, "spec"), "replicas"), 1); }
@@ -226,14 +213,15 @@ kube::ReconcileResult ReplicaSetController::Reconcile(const std::string& key) {
     const int64_t diff = static_cast<int64_t>(active.size()) - want;
     const Json& tmpl = Member(Member(*rs, "spec"), "template");
     for (int64_t i = 0; i < -diff; ++i) {
-      Json pod = {{"apiVersion", "v1"},
-                  {"kind", "Pod"},
-                  {"metadata",
-                   {{"generateName", kube::Name(*rs) + "-"},
-                    {"namespace", kube::Namespace(*rs)},
-                    {"labels", Member(Member(tmpl, "metadata"), "labels")},
-                    {"ownerReferences", Json::array({OwnerRef(*rs, "ReplicaSet")})}}},
-                  {"spec", Member(tmpl, "spec")}};
+      Json pod = {
+          {"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"generateName", kube::Name(*rs) + "-"},
+            {"namespace", kube::Namespace(*rs)},
+            {"labels", Member(Member(tmpl, "metadata"), "labels")},
+            {"ownerReferences", Json::array({ControllerRef(*rs, "apps/v1", "ReplicaSet")})}}},
+          {"spec", Member(tmpl, "spec")}};
       const Json& annotations = Member(Member(tmpl, "metadata"), "annotations");
       if (annotations.is_object()) pod["metadata"]["annotations"] = annotations;
       auto created = client_.Create(res::kPods, kube::Namespace(*rs), pod);
@@ -397,7 +385,7 @@ kube::ReconcileResult DeploymentController::Reconcile(const std::string& key) {
                    {"deployment.kubernetes.io/desired-replicas", std::to_string(Replicas(*d))},
                    {"deployment.kubernetes.io/max-replicas",
                     std::to_string(Replicas(*d) + (IsRecreate(*d) ? 0 : surge))}}},
-                 {"ownerReferences", Json::array({OwnerRef(*d, "Deployment")})}}},
+                 {"ownerReferences", Json::array({ControllerRef(*d, "apps/v1", "Deployment")})}}},
                {"spec",
                 {{"replicas", 0},
                  {"minReadySeconds", IntOr(Member(Member(*d, "spec"), "minReadySeconds"), 0)},

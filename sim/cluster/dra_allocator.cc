@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/json_field.h"
 #include "sim/cluster/controller_common.h"
 
 namespace gpuop::simcluster {
@@ -11,11 +12,6 @@ namespace gpuop::simcluster {
 using kube::Json;
 
 namespace {
-
-std::string Str(const Json& obj, const char* key) {
-  const Json& v = Member(obj, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 const Json& Items(const Json& obj, const char* key) {
   static const Json kEmpty = Json::array();
@@ -34,7 +30,7 @@ bool IsAllocated(const Json& claim) {
 // The CEL expressions of a class or request's selectors[].
 std::vector<std::string> Expressions(const Json& selectors) {
   std::vector<std::string> out;
-  for (const auto& s : selectors) out.push_back(Str(Member(s, "cel"), "expression"));
+  for (const auto& s : selectors) out.push_back(StringField(Member(s, "cel"), "expression"));
   return out;
 }
 
@@ -50,7 +46,7 @@ std::vector<Candidate> NodeDevices(const std::string& node,
                                    const std::vector<const Json*>& slices) {
   std::map<std::pair<std::string, std::string>, int64_t> newest;
   auto pool_of = [](const Json& spec) {
-    return std::make_pair(Str(spec, "driver"), Str(Member(spec, "pool"), "name"));
+    return std::make_pair(StringField(spec, "driver"), StringField(Member(spec, "pool"), "name"));
   };
   auto generation_of = [](const Json& spec) {
     const Json& g = Member(Member(spec, "pool"), "generation");
@@ -58,18 +54,18 @@ std::vector<Candidate> NodeDevices(const std::string& node,
   };
   for (const Json* slice : slices) {
     const Json& spec = Member(*slice, "spec");
-    if (Str(spec, "nodeName") != node) continue;
+    if (StringField(spec, "nodeName") != node) continue;
     auto [it, added] = newest.emplace(pool_of(spec), generation_of(spec));
     if (!added) it->second = std::max(it->second, generation_of(spec));
   }
   std::vector<Candidate> out;
   for (const Json* slice : slices) {
     const Json& spec = Member(*slice, "spec");
-    if (Str(spec, "nodeName") != node) continue;
+    if (StringField(spec, "nodeName") != node) continue;
     auto pool = pool_of(spec);
     if (newest[pool] != generation_of(spec)) continue;
     for (const auto& d : Items(spec, "devices")) {
-      out.push_back({{pool.first, pool.second, Str(d, "name")}, &d});
+      out.push_back({{pool.first, pool.second, StringField(d, "name")}, &d});
     }
   }
   return out;
@@ -78,7 +74,7 @@ std::vector<Candidate> NodeDevices(const std::string& node,
 // NoSchedule and NoExecute device taints must be tolerated; None is advice.
 bool TaintsTolerated(const Json& device, const Json& tolerations) {
   for (const auto& t : Items(device, "taints")) {
-    kube::Taint taint{Str(t, "key"), Str(t, "value"), Str(t, "effect")};
+    kube::Taint taint{StringField(t, "key"), StringField(t, "value"), StringField(t, "effect")};
     if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;
     if (!ToleratesTaint(tolerations, taint)) return false;
   }
@@ -178,7 +174,7 @@ std::vector<DeviceRef> AllocatedDevices(const Json& claim) {
       Member(Member(Member(Member(claim, "status"), "allocation"), "devices"), "results");
   if (!results.is_array()) return out;
   for (const auto& r : results) {
-    out.push_back({Str(r, "driver"), Str(r, "pool"), Str(r, "device")});
+    out.push_back({StringField(r, "driver"), StringField(r, "pool"), StringField(r, "device")});
   }
   return out;
 }
@@ -194,7 +190,7 @@ Status DraAllocator::Check(const std::vector<const Json*>& claims, const DeviceC
     if (IsAllocated(*claim)) continue;
     const Json& devices = Member(Member(*claim, "spec"), "devices");
     for (const auto& request : Items(devices, "requests")) {
-      const std::string where = ClaimName(*claim) + " request " + Str(request, "name");
+      const std::string where = ClaimName(*claim) + " request " + StringField(request, "name");
       if (Member(request, "firstAvailable").is_array()) {
         return InvalidArgument(where +
                                ": firstAvailable is not supported by the simulator; use exactly");
@@ -208,12 +204,12 @@ Status DraAllocator::Check(const std::vector<const Json*>& claims, const DeviceC
       if (Member(exactly, "capacity").is_object()) {
         return InvalidArgument(where + ": capacity requests are not supported by the simulator");
       }
-      const std::string mode = Str(exactly, "allocationMode");
+      const std::string mode = StringField(exactly, "allocationMode");
       if (!mode.empty() && mode != "ExactCount" && mode != "All") {
         return InvalidArgument(where + ": allocationMode " + mode +
                                " is unknown; use ExactCount or All");
       }
-      const std::string class_name = Str(exactly, "deviceClassName");
+      const std::string class_name = StringField(exactly, "deviceClassName");
       auto cls = classes.find(class_name);
       if (cls == classes.end()) {
         return NotFound(where + ": device class " + class_name + " does not exist");
@@ -261,7 +257,7 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
     const Json& spec_devices = Member(Member(claim, "spec"), "devices");
     for (const auto& request : Items(spec_devices, "requests")) {
       const Json& exactly = Member(request, "exactly");
-      const Json& cls = *classes.at(Str(exactly, "deviceClassName"));
+      const Json& cls = *classes.at(StringField(exactly, "deviceClassName"));
       std::vector<const CelSelector*> selectors;
       std::vector<std::string> exprs = Expressions(Items(Member(cls, "spec"), "selectors"));
       for (auto& e : Expressions(Items(exactly, "selectors"))) exprs.push_back(std::move(e));
@@ -269,9 +265,9 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
 
       Slot slot;
       slot.claim = ci;
-      slot.request = Str(request, "name");
+      slot.request = StringField(request, "name");
       const std::string where = ClaimName(claim) + " request " + slot.request;
-      const bool all = Str(exactly, "allocationMode") == "All";
+      const bool all = StringField(exactly, "allocationMode") == "All";
       size_t matching = 0;
       for (size_t d = 0; d < devices.size(); ++d) {
         bool match = true;
@@ -315,7 +311,7 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
       for (const auto& r : Items(c, "requests")) {
         if (r.is_string()) con.requests.insert(r.get<std::string>());
       }
-      con.attribute = Str(c, "matchAttribute");
+      con.attribute = StringField(c, "matchAttribute");
       constraints.push_back(std::move(con));
     }
   }
@@ -342,11 +338,11 @@ Result<std::vector<Json>> DraAllocator::Allocate(const std::vector<const Json*>&
       }
     }
     for (const auto& request : Items(spec_devices, "requests")) {
-      const Json& cls = *classes.at(Str(Member(request, "exactly"), "deviceClassName"));
+      const Json& cls = *classes.at(StringField(Member(request, "exactly"), "deviceClassName"));
       for (const auto& c : Items(Member(cls, "spec"), "config")) {
         Json entry = c;
         entry["source"] = "FromClass";
-        entry["requests"] = Json::array({Str(request, "name")});
+        entry["requests"] = Json::array({StringField(request, "name")});
         config.push_back(std::move(entry));
       }
     }

@@ -21,11 +21,6 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string Str(const Json& obj, const char* key) {
-  const Json& v = Field(obj, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
-
 std::string PodRef(const Json& pod) { return kube::Namespace(pod) + "/" + kube::Name(pod); }
 
 // The drivers a claim's allocation names, in order.
@@ -35,7 +30,7 @@ std::vector<std::string> AllocatedDrivers(const Json& claim) {
       Field(Field(Field(Field(claim, "status"), "allocation"), "devices"), "results");
   if (!results.is_array()) return out;
   for (const Json& r : results) {
-    std::string driver = Str(r, "driver");
+    std::string driver = StringField(r, "driver");
     if (!driver.empty() && std::find(out.begin(), out.end(), driver) == out.end()) {
       out.push_back(driver);
     }
@@ -57,12 +52,13 @@ Result<std::vector<PodClaim>> ResolvePodClaims(const Json& pod) {
   std::map<std::string, std::string> generated;
   const Json& statuses = Field(Field(pod, "status"), "resourceClaimStatuses");
   if (statuses.is_array()) {
-    for (const Json& s : statuses) generated[Str(s, "name")] = Str(s, "resourceClaimName");
+    for (const Json& s : statuses)
+      generated[StringField(s, "name")] = StringField(s, "resourceClaimName");
   }
   for (const Json& e : entries) {
-    PodClaim c{Str(e, "name"), Str(e, "resourceClaimName")};
+    PodClaim c{StringField(e, "name"), StringField(e, "resourceClaimName")};
     if (c.claim.empty()) {
-      const std::string tmpl = Str(e, "resourceClaimTemplateName");
+      const std::string tmpl = StringField(e, "resourceClaimTemplateName");
       auto it = generated.find(c.entry);
       if (tmpl.empty() || it == generated.end() || it->second.empty()) {
         return FailedPrecondition("pod " + PodRef(pod) + ": waiting for the ResourceClaim of " +
@@ -82,11 +78,11 @@ Status CheckClaimForPod(const Json& claim, const Json& pod) {
   if (!Field(Field(claim, "status"), "allocation").is_object()) {
     return FailedPrecondition("resource claim " + ref + " is not allocated");
   }
-  const std::string uid = Str(Field(pod, "metadata"), "uid");
+  const std::string uid = StringField(Field(pod, "metadata"), "uid");
   const Json& reserved = Field(Field(claim, "status"), "reservedFor");
   if (reserved.is_array()) {
     for (const Json& r : reserved) {
-      if (Str(r, "uid") == uid && Str(r, "resource") == "pods") return Status::Ok();
+      if (StringField(r, "uid") == uid && StringField(r, "resource") == "pods") return Status::Ok();
     }
   }
   return FailedPrecondition("pod " + PodRef(pod) + " (" + uid +
@@ -106,13 +102,13 @@ std::map<std::string, std::vector<std::string>> ContainerCdiDevices(
     for (const Json& c : containers) {
       const Json& refs = Field(Field(c, "resources"), "claims");
       if (!refs.is_array()) continue;
-      std::vector<std::string>& ids = out[Str(c, "name")];
+      std::vector<std::string>& ids = out[StringField(c, "name")];
       for (const Json& ref : refs) {
-        auto entry = claim_of_entry.find(Str(ref, "name"));
+        auto entry = claim_of_entry.find(StringField(ref, "name"));
         if (entry == claim_of_entry.end()) continue;
         auto prepared = prepared_by_claim.find(entry->second);
         if (prepared == prepared_by_claim.end()) continue;
-        const std::string request = Str(ref, "request");
+        const std::string request = StringField(ref, "request");
         for (const kubelet::DraPreparedDevice& d : prepared->second) {
           const bool serves = request.empty() || d.request_names.empty() ||
                               std::find(d.request_names.begin(), d.request_names.end(), request) !=
@@ -159,7 +155,7 @@ class DraManager::Impl {
   Result<std::map<std::string, std::vector<std::string>>> PreparePod(const Json& pod) {
     GPUOP_ASSIGN_OR_RETURN(std::vector<PodClaim> claims, ResolvePodClaims(pod));
     if (claims.empty()) return std::map<std::string, std::vector<std::string>>{};
-    const std::string pod_uid = Str(Field(pod, "metadata"), "uid");
+    const std::string pod_uid = StringField(Field(pod, "metadata"), "uid");
     const std::string ns = kube::Namespace(pod);
 
     // Each claim as the API has it now; per driver, the claims to prepare.
@@ -172,7 +168,7 @@ class DraManager::Impl {
         return claim.status().Annotate("fetching resource claim " + ns + "/" + c.claim);
       }
       GPUOP_RETURN_IF_ERROR(CheckClaimForPod(*claim, pod));
-      const std::string uid = Str(Field(*claim, "metadata"), "uid");
+      const std::string uid = StringField(Field(*claim, "metadata"), "uid");
       uid_of[c.claim] = uid;
       drivers_of[uid] = AllocatedDrivers(*claim);
       std::lock_guard l(mu_);

@@ -14,7 +14,7 @@ const kube::Resource kJobs{"batch", "v1", "jobs", "Job", true};
 namespace {
 
 namespace res = kube::resources;
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 using std::chrono::milliseconds;
 
 constexpr const char* kJobIndex = "job";
@@ -36,7 +36,7 @@ std::optional<int64_t> OptInt(const Json& v) {
 
 std::string StrOf(const Json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
-std::optional<Clock::time_point> TimeOf(const Json& v) {
+std::optional<WallClock::time_point> TimeOf(const Json& v) {
   return v.is_string() ? kube::ParseRfc3339(v.get<std::string>()) : std::nullopt;
 }
 
@@ -48,11 +48,6 @@ std::vector<std::string> ControllingJob(const Json& obj) {
     }
   }
   return {};
-}
-
-Json OwnerReference(const Json& job) {
-  return {{"apiVersion", "batch/v1"}, {"kind", "Job"},      {"name", kube::Name(job)},
-          {"uid", kube::Uid(job)},    {"controller", true}, {"blockOwnerDeletion", true}};
 }
 
 int64_t RestartCount(const Json& pod, bool with_init) {
@@ -154,7 +149,7 @@ kube::ReconcileResult Outcome(const Status& st, milliseconds requeue_after) {
   return kube::ReconcileResult::Ok();
 }
 
-milliseconds Until(Clock::time_point when, Clock::time_point now) {
+milliseconds Until(WallClock::time_point when, WallClock::time_point now) {
   return std::chrono::ceil<milliseconds>(when - now);
 }
 
@@ -202,9 +197,9 @@ bool PastBackoffLimitOnFailure(const JobSpec& spec, const std::vector<const Json
   return spec.backoff_limit == 0 ? restarts > 0 : restarts >= spec.backoff_limit;
 }
 
-Clock::time_point PodFinishedTime(const Json& pod) {
+WallClock::time_point PodFinishedTime(const Json& pod) {
   const Json& statuses = Member(Member(pod, "status"), "containerStatuses");
-  std::optional<Clock::time_point> latest;
+  std::optional<WallClock::time_point> latest;
   bool all_finished = statuses.is_array() && !statuses.empty();
   if (all_finished) {
     for (const auto& s : statuses) {
@@ -243,9 +238,9 @@ BackoffRecord NextBackoffRecord(BackoffRecord record, std::vector<const Json*> s
   }
   // A success resets the count; only failures after the last one count.
   record = {};
-  const Clock::time_point last_success = PodFinishedTime(*succeeded.back());
+  const WallClock::time_point last_success = PodFinishedTime(*succeeded.back());
   for (auto it = failed.rbegin(); it != failed.rend(); ++it) {
-    const Clock::time_point at = PodFinishedTime(**it);
+    const WallClock::time_point at = PodFinishedTime(**it);
     if (at <= last_success) break;
     if (!record.last_failure) record.last_failure = at;
     ++record.failures_after_last_success;
@@ -253,8 +248,8 @@ BackoffRecord NextBackoffRecord(BackoffRecord record, std::vector<const Json*> s
   return record;
 }
 
-milliseconds BackoffRemaining(const BackoffRecord& record, Clock::time_point now, milliseconds base,
-                              milliseconds max) {
+milliseconds BackoffRemaining(const BackoffRecord& record, WallClock::time_point now,
+                              milliseconds base, milliseconds max) {
   if (record.failures_after_last_success == 0 || !record.last_failure) return milliseconds::zero();
   milliseconds backoff = base;
   for (int64_t i = 1; i < record.failures_after_last_success; ++i) {
@@ -301,7 +296,7 @@ struct JobController::Sync {
   std::string key;
   Json job;
   JobSpec spec;
-  Clock::time_point now;
+  WallClock::time_point now;
   std::vector<kube::ObjectPtr> pods;  // controlled by the Job
   std::set<std::string> releasing;    // pod uids whose finalizer removal is not cached yet
   std::vector<const Json*> active_pods;
@@ -436,7 +431,7 @@ kube::ReconcileResult JobController::Reconcile(const std::string& key) {
   sync.key = key;
   sync.job = *cached;
   sync.spec = ReadJobSpec(sync.job);
-  sync.now = Clock::now();
+  sync.now = WallClock::now();
   sync.pods = pods;
   if (sync.spec.indexed) {
     Event(sync.job, kube::EventType::kWarning, "UnsupportedCompletionMode",
@@ -490,7 +485,7 @@ kube::ReconcileResult JobController::Reconcile(const std::string& key) {
                            std::string(kBackoffLimitMessage)};
   } else if (sync.spec.active_deadline_seconds && !sync.spec.suspend) {
     if (auto start = TimeOf(Member(sync.status(), "startTime"))) {
-      const Clock::time_point deadline =
+      const WallClock::time_point deadline =
           *start + std::chrono::seconds(*sync.spec.active_deadline_seconds);
       if (deadline <= sync.now) {
         sync.finished = Finish{std::string(kFailureTarget), std::string(kDeadlineExceeded),
@@ -589,7 +584,7 @@ Status JobController::ManageJob(Sync& sync) {
   const Json& tmeta = Member(tmpl, "metadata");
   Json meta = {{"generateName", kube::Name(sync.job) + "-"},
                {"namespace", kube::Namespace(sync.job)},
-               {"ownerReferences", Json::array({OwnerReference(sync.job)})}};
+               {"ownerReferences", Json::array({ControllerRef(sync.job, "batch/v1", "Job")})}};
   for (const char* field : {"labels", "annotations"}) {
     if (Member(tmeta, field).is_object() && !Member(tmeta, field).empty()) {
       meta[field] = Member(tmeta, field);
@@ -749,15 +744,15 @@ kube::ReconcileResult JobController::SyncFinished(const Json& job) {
   if (!spec.ttl_seconds_after_finished || kube::IsBeingDeleted(job)) {
     return kube::ReconcileResult::Ok();
   }
-  std::optional<Clock::time_point> finished_at;
+  std::optional<WallClock::time_point> finished_at;
   for (std::string_view type : {kComplete, kFailed}) {
     if (auto c = TrueCondition(job, type))
       finished_at = kube::ParseRfc3339(c->last_transition_time);
   }
   if (!finished_at) return kube::ReconcileResult::Ok();
-  const Clock::time_point expires =
+  const WallClock::time_point expires =
       *finished_at + std::chrono::seconds(*spec.ttl_seconds_after_finished);
-  const Clock::time_point now = Clock::now();
+  const WallClock::time_point now = WallClock::now();
   if (expires > now) return kube::ReconcileResult::RequeueAfter(Until(expires, now));
   // kube's TTL-after-finished controller: a foreground delete of this very Job.
   kube::DeleteOptions opts;

@@ -67,11 +67,6 @@ std::string ToRfc3339(const std::string& podman_time) {
   return podman_time.substr(0, 10) + "T" + podman_time.substr(11, 8) + "Z";
 }
 
-std::string Str(const Json& j, const char* key, const std::string& def = "") {
-  const Json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : def;
-}
-
 // A stable 32-hex-digit id from a name (machine ID, boot ID).
 std::string StableId(const std::string& name) {
   std::string out;
@@ -603,8 +598,8 @@ Result<std::map<std::string, kubelet::ContainerAllocation>> Kubelet::Impl::Admit
           *reason = "UnexpectedAdmissionError";
           return Unavailable("Allocate failed: " + a.status().message());
         }
-        mine[Str(c, "name")][res] = ids;
-        MergeAllocation(*a, out[Str(c, "name")]);
+        mine[StringField(c, "name")][res] = ids;
+        MergeAllocation(*a, out[StringField(c, "name")]);
       }
     }
   }
@@ -646,17 +641,17 @@ void Kubelet::Impl::PublishPodResources() {
 void Kubelet::Impl::Dispatch(const Json& pod, bool deleted) {
   if (stopping_) return;
   const Json& meta = Field(pod, "metadata");
-  std::string uid = Str(meta, "uid");
+  std::string uid = StringField(meta, "uid");
   if (uid.empty()) return;
   std::lock_guard l(mu_);
   auto it = workers_.find(uid);
   if (it == workers_.end()) {
     if (deleted) return;
-    std::string phase = Str(Field(pod, "status"), "phase");
+    std::string phase = StringField(Field(pod, "status"), "phase");
     auto w = std::make_unique<PodWorker>();
     w->uid = uid;
-    w->ns = Str(meta, "namespace");
-    w->name = Str(meta, "name");
+    w->ns = StringField(meta, "namespace");
+    w->name = StringField(meta, "name");
     w->pod = pod;
     pod_names_[uid] = {w->ns, w->name};
     PodWorker* raw = w.get();
@@ -699,7 +694,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
     if (!cs.is_array()) return;
     for (const Json& c : cs) {
       ContainerRun r;
-      r.name = Str(c, "name");
+      r.name = StringField(c, "name");
       auto sp = ParseProbe(c, "startupProbe");
       auto rp = ParseProbe(c, "readinessProbe");
       auto lp = ParseProbe(c, "livenessProbe");
@@ -714,7 +709,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   auto spec_of = [&](const char* list, size_t i) -> const Json& {
     return Field(Field(pod, "spec"), list)[i];
   };
-  const std::string restart_policy = Str(Field(pod, "spec"), "restartPolicy", "Always");
+  const std::string restart_policy = StringField(Field(pod, "spec"), "restartPolicy", "Always");
   const std::string start_time = NowRfc3339();
 
   std::map<std::string, std::string> volumes;
@@ -728,7 +723,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   auto next_retry = Clock::time_point{};
 
   auto start_container = [&](ContainerRun& r, const Json& c, bool init) {
-    std::string image = Str(c, "image");
+    std::string image = StringField(c, "image");
     auto exists = podman_.ImageExists(image);
     if (!exists.ok() || !*exists) {
       r.state = State::kWaiting;
@@ -805,7 +800,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       for (const auto& cdi : alloc->second.cdi_devices) p.cdi_devices.push_back(cdi);
     }
     // The runtime handler: nvidia-container-runtime in CDI mode.
-    std::string rc = Str(Field(pod, "spec"), "runtimeClassName");
+    std::string rc = StringField(Field(pod, "spec"), "runtimeClassName");
     if (rc == "nvidia") {
       auto e = std::find_if(p.env.begin(), p.env.end(),
                             [](auto& kv) { return kv.first == "NVIDIA_VISIBLE_DEVICES"; });
@@ -975,7 +970,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
   };
 
   auto container_status = [&](const ContainerRun& r, const Json& c, bool init) {
-    Json s = {{"name", r.name},   {"image", Str(c, "image")},
+    Json s = {{"name", r.name},   {"image", StringField(c, "image")},
               {"imageID", ""},    {"restartCount", r.restarts},
               {"ready", r.ready}, {"started", r.state == State::kRunning && r.started}};
     if (!r.id.empty()) s["containerID"] = "podman://" + r.id;
@@ -1050,7 +1045,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       break;
     }
 
-    const std::string phase_now = Str(Field(pod, "status"), "phase");
+    const std::string phase_now = StringField(Field(pod, "status"), "phase");
     bool finished = phase_now == "Succeeded" || phase_now == "Failed";
     auto now = Clock::now();
 
@@ -1086,11 +1081,11 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
       }
       // The sandbox: the runtime handler must exist.
       if (admitted && !sandbox_ready) {
-        std::string rc = Str(Field(pod, "spec"), "runtimeClassName");
+        std::string rc = StringField(Field(pod, "spec"), "runtimeClassName");
         std::string handler = rc;
         if (!rc.empty()) {
           auto obj = client_->Get(kRuntimeClasses, "", rc);
-          if (obj.ok()) handler = Str(*obj, "handler", rc);
+          if (obj.ok()) handler = StringField(*obj, "handler", rc);
         }
         if (!rc.empty() && !RuntimeHandlerConfigured(opt_.host_root, handler)) {
           std::string msg =
@@ -1265,7 +1260,7 @@ void Kubelet::Impl::RunPod(PodWorker* w, std::stop_token stop) {
          cond("Ready", all_ready && phase == "Running", "ContainersNotReady"),
          cond("ContainersReady", all_ready && phase == "Running", "ContainersNotReady")});
     for (const Json& c : Field(Field(pod, "status"), "conditions")) {
-      if (Str(c, "type") == "PodScheduled") conditions.push_back(c);
+      if (StringField(c, "type") == "PodScheduled") conditions.push_back(c);
     }
     Json init_statuses = Json::array(), statuses = Json::array();
     for (size_t i = 0; i < inits.size(); ++i)

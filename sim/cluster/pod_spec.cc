@@ -12,17 +12,11 @@
 #include <system_error>
 
 #include "base/files.h"
+#include "base/json_field.h"
 #include "base/strings.h"
 
 namespace gpuop::simcluster {
 namespace {
-
-std::string Str(const Json& j, const char* key, const std::string& fallback = "") {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return fallback;
-  return it->get<std::string>();
-}
 
 bool Bool(const Json& j, const char* key, bool fallback) {
   if (!j.is_object()) return fallback;
@@ -51,16 +45,14 @@ const Json& Arr(const Json& j, const char* key) {
   return v.is_array() ? v : kEmpty;
 }
 
-std::string ErrnoText(int e) { return std::strerror(e); }
-
 // ---- pod facts -------------------------------------------------------------
 
 std::string PodNamespace(const Json& pod) {
-  std::string ns = Str(Obj(pod, "metadata"), "namespace");
+  std::string ns = StringField(Obj(pod, "metadata"), "namespace");
   return ns.empty() ? "default" : ns;
 }
 
-std::string PodUid(const Json& pod) { return Str(Obj(pod, "metadata"), "uid"); }
+std::string PodUid(const Json& pod) { return StringField(Obj(pod, "metadata"), "uid"); }
 
 // "key=\"value\"" lines sorted by key, as the downward API writes a map.
 std::string FormatMap(const Json& m) {
@@ -91,23 +83,23 @@ std::optional<std::pair<std::string, std::string>> SubscriptPath(const std::stri
 Result<std::string> FieldValue(const Json& pod, const NodeContext& ctx, const std::string& path,
                                bool for_volume) {
   const Json& md = Obj(pod, "metadata");
-  if (path == "metadata.name") return Str(md, "name");
+  if (path == "metadata.name") return StringField(md, "name");
   if (path == "metadata.namespace") return PodNamespace(pod);
-  if (path == "metadata.uid") return Str(md, "uid");
+  if (path == "metadata.uid") return StringField(md, "uid");
   if (auto sub = SubscriptPath(path)) {
     const Json& m = Obj(md, sub->first.c_str());
-    return Str(m, sub->second.c_str());
+    return StringField(m, sub->second.c_str());
   }
   if (for_volume && path == "metadata.labels") return FormatMap(Obj(md, "labels"));
   if (for_volume && path == "metadata.annotations") return FormatMap(Obj(md, "annotations"));
   const Json& spec = Obj(pod, "spec");
   if (path == "spec.nodeName") {
-    std::string n = Str(spec, "nodeName");
+    std::string n = StringField(spec, "nodeName");
     return n.empty() ? ctx.node_name : n;
   }
   if (path == "spec.serviceAccountName") {
-    std::string sa = Str(spec, "serviceAccountName");
-    return sa.empty() ? Str(spec, "serviceAccount") : sa;
+    std::string sa = StringField(spec, "serviceAccountName");
+    return sa.empty() ? StringField(spec, "serviceAccount") : sa;
   }
   if (path == "status.hostIP" || path == "status.hostIPs" || path == "status.podIP" ||
       path == "status.podIPs") {
@@ -155,19 +147,19 @@ Result<std::string> ResourceValue(const Json& container, const NodeContext& ctx,
 Result<std::string> ResourceFieldValue(const Json& pod, const Json& container, const NodeContext& ctx,
                                        const Json& ref) {
   const Json* c = &container;
-  std::string cname = Str(ref, "containerName");
+  std::string cname = StringField(ref, "containerName");
   if (!cname.empty()) {
     c = nullptr;
     for (const char* list : {"containers", "initContainers"}) {
       for (const Json& cc : Arr(Obj(pod, "spec"), list)) {
-        if (Str(cc, "name") == cname) c = &cc;
+        if (StringField(cc, "name") == cname) c = &cc;
       }
     }
     if (c == nullptr) return InvalidArgument("resourceFieldRef names unknown container \"" + cname + "\"");
   } else if (container.is_null()) {
     return InvalidArgument("resourceFieldRef in a downwardAPI volume needs containerName");
   }
-  return ResourceValue(*c, ctx, Str(ref, "resource"), Obj(ref, "divisor"));
+  return ResourceValue(*c, ctx, StringField(ref, "resource"), Obj(ref, "divisor"));
 }
 
 // ---- files -----------------------------------------------------------------
@@ -256,7 +248,7 @@ Status WritePayload(const std::string& dir, const Payload& payload) {
 // or "secret". Missing object: nullopt payload when optional.
 Status AddObjectPayload(const Json& source, const std::string& ns, const NodeContext& ctx, bool secret,
                         mode_t default_mode, Payload* out) {
-  std::string name = Str(source, "name");
+  std::string name = StringField(source, "name");
   bool optional = Bool(source, "optional", false);
   const auto& getter = secret ? ctx.get_secret : ctx.get_configmap;
   const char* kind = secret ? "secret" : "configmap";
@@ -300,7 +292,7 @@ Status AddObjectPayload(const Json& source, const std::string& ns, const NodeCon
     return Status::Ok();
   }
   for (const Json& item : items) {
-    std::string key = Str(item, "key"), path = Str(item, "path");
+    std::string key = StringField(item, "key"), path = StringField(item, "path");
     auto it = data.find(key);
     if (it == data.end()) {
       if (optional) continue;
@@ -317,11 +309,12 @@ Status AddObjectPayload(const Json& source, const std::string& ns, const NodeCon
 Status AddDownwardPayload(const Json& pod, const NodeContext& ctx, const Json& items, mode_t default_mode,
                           Payload* out) {
   for (const Json& item : items) {
-    std::string path = Str(item, "path");
+    std::string path = StringField(item, "path");
     GPUOP_RETURN_IF_ERROR(CheckRelPath(path));
     std::string value;
     if (item.contains("fieldRef")) {
-      GPUOP_ASSIGN_OR_RETURN(value, FieldValue(pod, ctx, Str(item["fieldRef"], "fieldPath"), true));
+      GPUOP_ASSIGN_OR_RETURN(
+          value, FieldValue(pod, ctx, StringField(item["fieldRef"], "fieldPath"), true));
     } else if (item.contains("resourceFieldRef")) {
       GPUOP_ASSIGN_OR_RETURN(value, ResourceFieldValue(pod, Json(), ctx, item["resourceFieldRef"]));
     } else {
@@ -334,10 +327,10 @@ Status AddDownwardPayload(const Json& pod, const NodeContext& ctx, const Json& i
 
 Status AddTokenPayload(const Json& pod, const NodeContext& ctx, const Json& source, mode_t mode, Payload* out) {
   if (!ctx.service_account_token) return Internal("no token source configured in the simulated kubelet");
-  std::string path = Str(source, "path", "token");
+  std::string path = StringField(source, "path", "token");
   GPUOP_RETURN_IF_ERROR(CheckRelPath(path));
   int64_t exp = Int(source, "expirationSeconds").value_or(3600);
-  auto token = ctx.service_account_token(pod, Str(source, "audience"), exp);
+  auto token = ctx.service_account_token(pod, StringField(source, "audience"), exp);
   if (!token.ok()) return token.status().Annotate("requesting a service account token");
   out->files[path] = {*token, mode};
   return Status::Ok();
@@ -345,9 +338,9 @@ Status AddTokenPayload(const Json& pod, const NodeContext& ctx, const Json& sour
 
 // hostPath: the kubelet's type checks, on the path resolved in the node root.
 Result<std::string> SetUpHostPath(const Json& hp, const NodeContext& ctx) {
-  std::string path = Str(hp, "path");
+  std::string path = StringField(hp, "path");
   if (path.empty() || path[0] != '/') return InvalidArgument("hostPath path \"" + path + "\" must be absolute");
-  std::string type = Str(hp, "type");
+  std::string type = StringField(hp, "type");
   std::string real = ResolveInRoot(ctx.host_root, path);
   struct stat st;
   bool exists = ::stat(real.c_str(), &st) == 0;
@@ -392,7 +385,7 @@ bool MountsServiceAccountPath(const Json& pod) {
   for (const char* list : {"containers", "initContainers"}) {
     for (const Json& c : Arr(Obj(pod, "spec"), list)) {
       for (const Json& m : Arr(c, "volumeMounts")) {
-        std::string p = Str(m, "mountPath");
+        std::string p = StringField(m, "mountPath");
         while (p.size() > 1 && p.back() == '/') p.pop_back();
         if (p == kServiceAccountMountPath) return true;
       }
@@ -404,7 +397,7 @@ bool MountsServiceAccountPath(const Json& pod) {
 bool AutomountToken(const Json& pod) { return Bool(Obj(pod, "spec"), "automountServiceAccountToken", true); }
 
 Result<std::string> SetUpVolume(const Json& pod, const Json& vol, const NodeContext& ctx, const std::string& base) {
-  std::string name = Str(vol, "name");
+  std::string name = StringField(vol, "name");
   std::string ns = PodNamespace(pod);
   if (vol.contains("hostPath")) return SetUpHostPath(vol["hostPath"], ctx);
   if (vol.contains("emptyDir")) {
@@ -419,7 +412,7 @@ Result<std::string> SetUpVolume(const Json& pod, const Json& vol, const NodeCont
     bool secret = vol.contains("secret");
     const Json& src = secret ? vol["secret"] : vol["configMap"];
     Json ref = src;
-    if (secret) ref["name"] = Str(src, "secretName");
+    if (secret) ref["name"] = StringField(src, "secretName");
     GPUOP_RETURN_IF_ERROR(AddObjectPayload(ref, ns, ctx, secret, ModeOf(src, "defaultMode", 0644), &payload));
     dir = base + (secret ? "/kubernetes.io~secret/" : "/kubernetes.io~configmap/") + name;
   } else if (vol.contains("downwardAPI")) {
@@ -518,13 +511,13 @@ Status ResolveEnv(const Json& pod, const Json& c, const NodeContext& ctx,
     bool secret = from.contains("secretRef");
     const Json& ref = secret ? Obj(from, "secretRef") : Obj(from, "configMapRef");
     if (!ref.is_object()) return InvalidArgument("envFrom entry needs configMapRef or secretRef");
-    std::string name = Str(ref, "name");
+    std::string name = StringField(ref, "name");
     auto obj = GetEnvSource(ctx, secret, ns, name);
     if (!obj.ok()) {
       if (obj.status().code() == StatusCode::kNotFound && Bool(ref, "optional", false)) continue;
       return obj.status();
     }
-    std::string prefix = Str(from, "prefix");
+    std::string prefix = StringField(from, "prefix");
     std::set<std::string> keys;
     for (const char* f : {"data", "binaryData"}) {
       if (secret && std::string(f) == "binaryData") continue;
@@ -542,14 +535,15 @@ Status ResolveEnv(const Json& pod, const Json& c, const NodeContext& ctx,
     }
   }
   for (const Json& e : Arr(c, "env")) {
-    std::string name = Str(e, "name");
+    std::string name = StringField(e, "name");
     if (e.contains("value") || !e.contains("valueFrom")) {
-      SetEnv(env, name, ExpandVars(Str(e, "value"), *env));
+      SetEnv(env, name, ExpandVars(StringField(e, "value"), *env));
       continue;
     }
     const Json& vf = e["valueFrom"];
     if (vf.contains("fieldRef")) {
-      GPUOP_ASSIGN_OR_RETURN(std::string v, FieldValue(pod, ctx, Str(vf["fieldRef"], "fieldPath"), false));
+      GPUOP_ASSIGN_OR_RETURN(std::string v,
+                             FieldValue(pod, ctx, StringField(vf["fieldRef"], "fieldPath"), false));
       SetEnv(env, name, v);
     } else if (vf.contains("resourceFieldRef")) {
       GPUOP_ASSIGN_OR_RETURN(std::string v, ResourceFieldValue(pod, c, ctx, vf["resourceFieldRef"]));
@@ -557,7 +551,7 @@ Status ResolveEnv(const Json& pod, const Json& c, const NodeContext& ctx,
     } else if (vf.contains("configMapKeyRef") || vf.contains("secretKeyRef")) {
       bool secret = vf.contains("secretKeyRef");
       const Json& ref = secret ? vf["secretKeyRef"] : vf["configMapKeyRef"];
-      std::string oname = Str(ref, "name"), key = Str(ref, "key");
+      std::string oname = StringField(ref, "name"), key = StringField(ref, "key");
       bool optional = Bool(ref, "optional", false);
       auto obj = GetEnvSource(ctx, secret, ns, oname);
       if (!obj.ok()) {
@@ -685,10 +679,12 @@ std::string ExpandVars(const std::string& in, const std::vector<std::pair<std::s
 Result<std::map<std::string, std::string>> PrepareVolumes(const Json& pod, const NodeContext& ctx) {
   std::map<std::string, std::string> out;
   std::string uid = PodUid(pod);
-  if (uid.empty()) return InvalidArgument("pod " + Str(Obj(pod, "metadata"), "name") + " has no metadata.uid");
+  if (uid.empty())
+    return InvalidArgument("pod " + StringField(Obj(pod, "metadata"), "name") +
+                           " has no metadata.uid");
   std::string base = ctx.pods_dir + "/" + uid + "/volumes";
   for (const Json& vol : Arr(Obj(pod, "spec"), "volumes")) {
-    std::string name = Str(vol, "name");
+    std::string name = StringField(vol, "name");
     auto path = SetUpVolume(pod, vol, ctx, base);
     if (!path.ok()) {
       return Status(path.status().code(),
@@ -723,10 +719,10 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
                                     const std::map<std::string, std::string>& volumes) {
   const Json& spec = Obj(pod, "spec");
   ContainerPlan plan;
-  plan.name = Str(c, "name");
-  plan.image = Str(c, "image");
+  plan.name = StringField(c, "name");
+  plan.image = StringField(c, "image");
   if (plan.image.empty()) return InvalidArgument("container " + plan.name + " has no image");
-  plan.image_pull_policy = Str(c, "imagePullPolicy");
+  plan.image_pull_policy = StringField(c, "imagePullPolicy");
   if (plan.image_pull_policy.empty()) {
     // The API server's default: Always for :latest or no tag, else IfNotPresent.
     std::string ref = plan.image.substr(0, plan.image.find('@'));
@@ -736,7 +732,7 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
     std::string tag = tagged ? ref.substr(colon + 1) : "";
     plan.image_pull_policy = digest || (tagged && tag != "latest") ? "IfNotPresent" : "Always";
   }
-  plan.working_dir = Str(c, "workingDir");
+  plan.working_dir = StringField(c, "workingDir");
 
   GPUOP_RETURN_IF_ERROR(ResolveEnv(pod, c, ctx, &plan.env));
   for (const Json& s : Arr(c, "command")) plan.command.push_back(ExpandVars(s.get<std::string>(), plan.env));
@@ -748,7 +744,7 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
   if (plan.host_network) {
     plan.hostname = ctx.node_name;
   } else {
-    plan.hostname = Str(spec, "hostname", Str(Obj(pod, "metadata"), "name"));
+    plan.hostname = StringField(spec, "hostname", StringField(Obj(pod, "metadata"), "name"));
   }
 
   // Security context: the container's fields override the pod's.
@@ -759,7 +755,7 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
   plan.no_new_privileges = sc.is_object() && sc.contains("allowPrivilegeEscalation") &&
                            !Bool(sc, "allowPrivilegeEscalation", true);
   const Json& seccomp = Obj(sc, "seccompProfile").is_object() ? Obj(sc, "seccompProfile") : Obj(psc, "seccompProfile");
-  if (std::string type = Str(seccomp, "type"); type == "Unconfined") {
+  if (std::string type = StringField(seccomp, "type"); type == "Unconfined") {
     plan.seccomp_unconfined = true;
   } else if (!type.empty() && type != "RuntimeDefault") {
     return InvalidArgument("container " + plan.name + ": seccompProfile type " + type +
@@ -778,20 +774,21 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
   bool non_root = Bool(sc, "runAsNonRoot", Bool(psc, "runAsNonRoot", false));
   if (non_root && plan.run_as_user && *plan.run_as_user == 0) {
     return InvalidArgument("container's runAsUser breaks non-root policy (pod: \"" +
-                           Str(Obj(pod, "metadata"), "name") + "\", container: " + plan.name + ")");
+                           StringField(Obj(pod, "metadata"), "name") +
+                           "\", container: " + plan.name + ")");
   }
 
   // Mounts.
   for (const Json& m : Arr(c, "volumeMounts")) {
-    std::string vname = Str(m, "name");
+    std::string vname = StringField(m, "name");
     auto it = volumes.find(vname);
     if (it == volumes.end()) {
       return NotFound("cannot find volume \"" + vname + "\" to mount into container \"" + plan.name + "\"");
     }
     Mount mount;
-    mount.target = Str(m, "mountPath");
+    mount.target = StringField(m, "mountPath");
     mount.read_only = Bool(m, "readOnly", false);
-    std::string prop = Str(m, "mountPropagation");
+    std::string prop = StringField(m, "mountPropagation");
     if (prop == "HostToContainer") {
       mount.propagation = "rslave";
     } else if (prop == "Bidirectional") {
@@ -803,8 +800,9 @@ Result<ContainerPlan> PlanContainer(const Json& pod, const Json& c, const NodeCo
     } else if (!prop.empty() && prop != "None") {
       return InvalidArgument("volumeMount " + vname + ": unknown mountPropagation " + prop);
     }
-    std::string sub = Str(m, "subPath");
-    if (sub.empty() && m.contains("subPathExpr")) sub = ExpandVars(Str(m, "subPathExpr"), plan.env);
+    std::string sub = StringField(m, "subPath");
+    if (sub.empty() && m.contains("subPathExpr"))
+      sub = ExpandVars(StringField(m, "subPathExpr"), plan.env);
     mount.source = it->second;
     if (!sub.empty()) {
       if (Status s = CheckRelPath(sub); !s.ok()) {
@@ -842,14 +840,15 @@ Result<std::optional<Probe>> ParseProbe(const Json& container, const char* which
   const Json& p = Obj(container, which);
   if (!p.is_object()) return std::optional<Probe>();
   Probe probe;
-  std::string cname = Str(container, "name");
+  std::string cname = StringField(container, "name");
   auto port_of = [&](const Json& handler) -> Result<int> {
     const Json& port = Obj(handler, "port");
     if (port.is_number_integer()) return port.get<int>();
     std::string name = port.is_string() ? port.get<std::string>() : "";
     if (auto n = ParseUint(name); n && *n <= 65535) return static_cast<int>(*n);
     for (const Json& cp : Arr(container, "ports")) {
-      if (Str(cp, "name") == name && Int(cp, "containerPort")) return static_cast<int>(*Int(cp, "containerPort"));
+      if (StringField(cp, "name") == name && Int(cp, "containerPort"))
+        return static_cast<int>(*Int(cp, "containerPort"));
     }
     return InvalidArgument(std::string(which) + " of container " + cname + ": port \"" + name +
                            "\" is not a number and no container port has that name");
@@ -861,19 +860,20 @@ Result<std::optional<Probe>> ParseProbe(const Json& container, const char* which
     const Json& h = p["httpGet"];
     probe.kind = Probe::kHttpGet;
     GPUOP_ASSIGN_OR_RETURN(probe.port, port_of(h));
-    probe.host = Str(h, "host");
-    probe.path = Str(h, "path", "/");
+    probe.host = StringField(h, "host");
+    probe.path = StringField(h, "path", "/");
     if (probe.path.empty()) probe.path = "/";
-    probe.scheme = Str(h, "scheme", "HTTP");
-    for (const Json& hd : Arr(h, "httpHeaders")) probe.headers.emplace_back(Str(hd, "name"), Str(hd, "value"));
+    probe.scheme = StringField(h, "scheme", "HTTP");
+    for (const Json& hd : Arr(h, "httpHeaders"))
+      probe.headers.emplace_back(StringField(hd, "name"), StringField(hd, "value"));
   } else if (p.contains("tcpSocket")) {
     probe.kind = Probe::kTcpSocket;
     GPUOP_ASSIGN_OR_RETURN(probe.port, port_of(p["tcpSocket"]));
-    probe.host = Str(p["tcpSocket"], "host");
+    probe.host = StringField(p["tcpSocket"], "host");
   } else if (p.contains("grpc")) {
     probe.kind = Probe::kGrpc;
     GPUOP_ASSIGN_OR_RETURN(probe.port, port_of(p["grpc"]));
-    probe.service = Str(p["grpc"], "service");
+    probe.service = StringField(p["grpc"], "service");
   } else {
     return InvalidArgument(std::string(which) + " of container " + cname +
                            " has no handler (exec, httpGet, tcpSocket or grpc)");

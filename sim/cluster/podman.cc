@@ -22,8 +22,6 @@ namespace {
 
 constexpr const char* kNodeLabel = "gpuop.sim/node";
 
-std::string ErrnoText(int e) { return std::strerror(e); }
-
 // Whether podman's answer says the container or image is not there.
 bool SaysNoSuch(const std::string& text) {
   std::string t = ToLower(text);

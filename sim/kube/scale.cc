@@ -65,7 +65,7 @@ std::string StringAt(const Json& obj, std::string_view path) {
   return v && v->is_string() ? v->get<std::string>() : "";
 }
 
-std::string MetaString(const Json& obj, const char* key) {
+std::string ScaleMetaString(const Json& obj, const char* key) {
   return StringAt(obj, std::string(".metadata.") + key);
 }
 
@@ -75,7 +75,7 @@ Json ScaleOf(const ResourceInfo& r, const Json& obj) {
   const ScalePaths& paths = r.subresources.scale_paths;
   Json meta = Json::object();
   for (const char* key : {"name", "namespace", "uid", "resourceVersion", "creationTimestamp"}) {
-    if (std::string v = MetaString(obj, key); !v.empty()) meta[key] = v;
+    if (std::string v = ScaleMetaString(obj, key); !v.empty()) meta[key] = v;
   }
   // autoscaling/v1 ScaleSpec.replicas is omitempty; ScaleStatus.replicas is not.
   Json spec = Json::object();
@@ -109,8 +109,8 @@ ApiResult<Json> WithScale(const ResourceInfo& r, const Json& obj, const Json& sc
                            (api_version.empty() ? std::string("a") : api_version) + " " +
                            (kind.empty() ? std::string("object without a kind") : kind));
   }
-  std::string name = MetaString(obj, "name");
-  std::string scale_name = MetaString(scale, "name");
+  std::string name = ScaleMetaString(obj, "name");
+  std::string scale_name = ScaleMetaString(scale, "name");
   if (!scale_name.empty() && scale_name != name) {
     return BadRequestError("the name of the object (" + scale_name +
                            ") does not match the name on the URL (" + name + ")");
@@ -124,8 +124,8 @@ ApiResult<Json> WithScale(const ResourceInfo& r, const Json& obj, const Json& sc
         FieldError::Invalid("spec.replicas", *replicas, "must be greater than or equal to 0"));
   }
   if (!errors.empty()) return InvalidError("autoscaling", "Scale", name, errors);
-  std::string rv = MetaString(scale, "resourceVersion");
-  if (!rv.empty() && rv != MetaString(obj, "resourceVersion")) {
+  std::string rv = ScaleMetaString(scale, "resourceVersion");
+  if (!rv.empty() && rv != ScaleMetaString(obj, "resourceVersion")) {
     return ConflictError(r.Resource(), name, kOptimisticLockErrorMsg);
   }
   Json out = obj;
@@ -134,7 +134,7 @@ ApiResult<Json> WithScale(const ResourceInfo& r, const Json& obj, const Json& sc
 }
 
 bool ScaleNamesResourceVersion(const Json& scale) {
-  return !MetaString(scale, "resourceVersion").empty();
+  return !ScaleMetaString(scale, "resourceVersion").empty();
 }
 
 }  // namespace gpuop::simkube

@@ -25,7 +25,7 @@ struct Column {
   Cell cell;
 };
 
-const Json& At(const Json& obj, std::initializer_list<const char*> path) {
+const Json& FieldAt(const Json& obj, std::initializer_list<const char*> path) {
   static const Json kNull;
   const Json* cur = &obj;
   for (const char* key : path) {
@@ -74,7 +74,7 @@ Column NameColumn() {
           "definition. Cannot be updated.",
           0,
           [](const Json& o, Clock::time_point) {
-            return At(o, {"metadata", "name"});
+            return FieldAt(o, {"metadata", "name"});
           }};
 }
 
@@ -86,7 +86,7 @@ Column AgeColumn() {
           "created.",
           0,
           [](const Json& o, Clock::time_point now) {
-            return Json(Age(At(o, {"metadata", "creationTimestamp"}), now));
+            return Json(Age(FieldAt(o, {"metadata", "creationTimestamp"}), now));
           }};
 }
 
@@ -98,7 +98,7 @@ Column CreatedAtColumn() {
           "created.",
           0,
           [](const Json& o, Clock::time_point) {
-            return At(o, {"metadata", "creationTimestamp"});
+            return FieldAt(o, {"metadata", "creationTimestamp"});
           }};
 }
 
@@ -127,21 +127,21 @@ Column IntColumn(std::string name, std::string description,
 
 std::string NodeStatus(const Json& node) {
   std::string ready = "Unknown";
-  const Json& conds = At(node, {"status", "conditions"});
+  const Json& conds = FieldAt(node, {"status", "conditions"});
   if (conds.is_array()) {
     for (const auto& c : conds) {
-      if (Str(At(c, {"type"})) == "Ready") {
-        ready = Str(At(c, {"status"})) == "True" ? "Ready" : "NotReady";
+      if (Str(FieldAt(c, {"type"})) == "Ready") {
+        ready = Str(FieldAt(c, {"status"})) == "True" ? "Ready" : "NotReady";
       }
     }
   }
-  if (At(node, {"spec", "unschedulable"}) == Json(true)) ready += ",SchedulingDisabled";
+  if (FieldAt(node, {"spec", "unschedulable"}) == Json(true)) ready += ",SchedulingDisabled";
   return ready;
 }
 
 std::string NodeRoles(const Json& node) {
   std::vector<std::string> roles;
-  const Json& labels = At(node, {"metadata", "labels"});
+  const Json& labels = FieldAt(node, {"metadata", "labels"});
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       if (StartsWith(k, "node-role.kubernetes.io/")) {
@@ -156,62 +156,63 @@ std::string NodeRoles(const Json& node) {
 }
 
 std::string NodeAddress(const Json& node, std::string_view type) {
-  const Json& addrs = At(node, {"status", "addresses"});
+  const Json& addrs = FieldAt(node, {"status", "addresses"});
   if (addrs.is_array()) {
     for (const auto& a : addrs) {
-      if (Str(At(a, {"type"})) == type) return Str(At(a, {"address"}));
+      if (Str(FieldAt(a, {"type"})) == type) return Str(FieldAt(a, {"address"}));
     }
   }
   return "<none>";
 }
 
 std::string PodReady(const Json& pod) {
-  const Json& containers = At(pod, {"spec", "containers"});
+  const Json& containers = FieldAt(pod, {"spec", "containers"});
   size_t total = containers.is_array() ? containers.size() : 0, ready = 0;
-  const Json& statuses = At(pod, {"status", "containerStatuses"});
+  const Json& statuses = FieldAt(pod, {"status", "containerStatuses"});
   if (statuses.is_array()) {
     for (const auto& s : statuses) {
-      if (At(s, {"ready"}) == Json(true)) ++ready;
+      if (FieldAt(s, {"ready"}) == Json(true)) ++ready;
     }
   }
   return std::to_string(ready) + "/" + std::to_string(total);
 }
 
 std::string PodStatus(const Json& pod) {
-  std::string reason = Str(At(pod, {"status", "reason"}));
-  if (reason.empty()) reason = Str(At(pod, {"status", "phase"}), "Pending");
-  const Json& statuses = At(pod, {"status", "containerStatuses"});
+  std::string reason = Str(FieldAt(pod, {"status", "reason"}));
+  if (reason.empty()) reason = Str(FieldAt(pod, {"status", "phase"}), "Pending");
+  const Json& statuses = FieldAt(pod, {"status", "containerStatuses"});
   if (statuses.is_array()) {
     for (const auto& s : statuses) {
-      std::string waiting = Str(At(s, {"state", "waiting", "reason"}));
-      std::string terminated = Str(At(s, {"state", "terminated", "reason"}));
+      std::string waiting = Str(FieldAt(s, {"state", "waiting", "reason"}));
+      std::string terminated = Str(FieldAt(s, {"state", "terminated", "reason"}));
       if (!waiting.empty())
         reason = waiting;
       else if (!terminated.empty() && reason != "Running")
         reason = terminated;
     }
   }
-  if (!At(pod, {"metadata", "deletionTimestamp"}).is_null()) reason = "Terminating";
+  if (!FieldAt(pod, {"metadata", "deletionTimestamp"}).is_null()) reason = "Terminating";
   return reason;
 }
 
 int64_t PodRestarts(const Json& pod) {
   int64_t n = 0;
-  const Json& statuses = At(pod, {"status", "containerStatuses"});
+  const Json& statuses = FieldAt(pod, {"status", "containerStatuses"});
   if (statuses.is_array()) {
-    for (const auto& s : statuses) n += Int(At(s, {"restartCount"}));
+    for (const auto& s : statuses) n += Int(FieldAt(s, {"restartCount"}));
   }
   return n;
 }
 
 std::string ServicePorts(const Json& svc) {
   std::vector<std::string> out;
-  const Json& ports = At(svc, {"spec", "ports"});
+  const Json& ports = FieldAt(svc, {"spec", "ports"});
   if (ports.is_array()) {
     for (const auto& p : ports) {
-      std::string s = std::to_string(Int(At(p, {"port"})));
-      if (!At(p, {"nodePort"}).is_null()) s += ":" + std::to_string(Int(At(p, {"nodePort"})));
-      s += "/" + Str(At(p, {"protocol"}), "TCP");
+      std::string s = std::to_string(Int(FieldAt(p, {"port"})));
+      if (!FieldAt(p, {"nodePort"}).is_null())
+        s += ":" + std::to_string(Int(FieldAt(p, {"nodePort"})));
+      s += "/" + Str(FieldAt(p, {"protocol"}), "TCP");
       out.push_back(s);
     }
   }
@@ -228,7 +229,7 @@ std::string MapSelector(const Json& m) {
 size_t DataCount(const Json& obj) {
   size_t n = 0;
   for (const char* field : {"data", "binaryData"}) {
-    const Json& d = At(obj, {field});
+    const Json& d = FieldAt(obj, {field});
     if (d.is_object()) n += d.size();
   }
   return n;
@@ -241,7 +242,7 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
   auto age = AgeColumn();
   if (g.empty() && p == "namespaces") {
     cols.push_back(Simple("Status", "The status of the namespace", [](const Json& o, auto) {
-      return Json(Str(At(o, {"status", "phase"}), "Active"));
+      return Json(Str(FieldAt(o, {"status", "phase"}), "Active"));
     }));
     cols.push_back(age);
   } else if (g.empty() && p == "nodes") {
@@ -252,7 +253,7 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(age);
     cols.push_back(
         Simple("Version", "Kubelet Version reported by the node.", [](const Json& o, auto) {
-          return Json(Str(At(o, {"status", "nodeInfo", "kubeletVersion"})));
+          return Json(Str(FieldAt(o, {"status", "nodeInfo", "kubeletVersion"})));
         }));
     cols.push_back(Simple(
         "Internal-IP", "List of addresses reachable to the node.",
@@ -260,13 +261,14 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(Simple(
         "OS-Image", "OS Image reported by the node.",
         [](const Json& o, auto) {
-          return Json(Str(At(o, {"status", "nodeInfo", "osImage"}), "<unknown>"));
+          return Json(Str(FieldAt(o, {"status", "nodeInfo", "osImage"}), "<unknown>"));
         },
         1));
     cols.push_back(Simple(
         "Container-Runtime", "Container runtime reported by the node.",
         [](const Json& o, auto) {
-          return Json(Str(At(o, {"status", "nodeInfo", "containerRuntimeVersion"}), "<unknown>"));
+          return Json(
+              Str(FieldAt(o, {"status", "nodeInfo", "containerRuntimeVersion"}), "<unknown>"));
         },
         1));
   } else if (g.empty() && p == "pods") {
@@ -282,21 +284,21 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(Simple(
         "IP", "IP address allocated to the pod.",
         [](const Json& o, auto) {
-          return Json(Str(At(o, {"status", "podIP"}), "<none>"));
+          return Json(Str(FieldAt(o, {"status", "podIP"}), "<none>"));
         },
         1));
     cols.push_back(Simple(
         "Node", "Name of the Node this pod runs on.",
         [](const Json& o, auto) {
-          return Json(Str(At(o, {"spec", "nodeName"}), "<none>"));
+          return Json(Str(FieldAt(o, {"spec", "nodeName"}), "<none>"));
         },
         1));
   } else if (g.empty() && p == "services") {
     cols.push_back(Simple("Type", "The type of the service.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"spec", "type"}), "ClusterIP"));
+      return Json(Str(FieldAt(o, {"spec", "type"}), "ClusterIP"));
     }));
     cols.push_back(Simple("Cluster-IP", "The IP address of the service.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"spec", "clusterIP"}), "<none>"));
+      return Json(Str(FieldAt(o, {"spec", "clusterIP"}), "<none>"));
     }));
     cols.push_back(Simple("External-IP", "The external IP address of the service.",
                           [](const Json&, auto) { return Json("<none>"); }));
@@ -306,7 +308,7 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(Simple(
         "Selector", "The label selector of the service.",
         [](const Json& o, auto) {
-          return Json(MapSelector(At(o, {"spec", "selector"})));
+          return Json(MapSelector(FieldAt(o, {"spec", "selector"})));
         },
         1));
   } else if (g.empty() && p == "configmaps") {
@@ -316,7 +318,7 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(age);
   } else if (g.empty() && p == "secrets") {
     cols.push_back(Simple("Type", "The type of the secret.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"type"}), "Opaque"));
+      return Json(Str(FieldAt(o, {"type"}), "Opaque"));
     }));
     cols.push_back(Simple(
         "Data", "Number of data entries.", [](const Json& o, auto) { return Json(DataCount(o)); },
@@ -326,7 +328,7 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(Simple(
         "Secrets", "Number of secrets.",
         [](const Json& o, auto) {
-          const Json& s = At(o, {"secrets"});
+          const Json& s = FieldAt(o, {"secrets"});
           return Json(s.is_array() ? s.size() : 0);
         },
         0, "integer"));
@@ -342,13 +344,14 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(
         IntColumn("Available", "The number of available pods.", {"status", "numberAvailable"}));
     cols.push_back(Simple("Node Selector", "Which nodes the pods run on.", [](const Json& o, auto) {
-      return Json(MapSelector(At(o, {"spec", "template", "spec", "nodeSelector"})));
+      return Json(MapSelector(FieldAt(o, {"spec", "template", "spec", "nodeSelector"})));
     }));
     cols.push_back(age);
   } else if (g == "apps" && p == "deployments") {
     cols.push_back(Simple("Ready", "Number of the pod with ready state", [](const Json& o, auto) {
-      int64_t want = At(o, {"spec", "replicas"}).is_null() ? 1 : Int(At(o, {"spec", "replicas"}));
-      return Json(std::to_string(Int(At(o, {"status", "readyReplicas"}))) + "/" +
+      int64_t want =
+          FieldAt(o, {"spec", "replicas"}).is_null() ? 1 : Int(FieldAt(o, {"spec", "replicas"}));
+      return Json(std::to_string(Int(FieldAt(o, {"status", "readyReplicas"}))) + "/" +
                   std::to_string(want));
     }));
     cols.push_back(IntColumn("Up-to-date",
@@ -366,21 +369,22 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
         Simple("Last Seen", "Time since the event was last seen.",
                [](const Json& o, Clock::time_point now) {
                  for (const char* f : {"lastTimestamp", "eventTime", "deprecatedLastTimestamp"}) {
-                   if (ParseTime(At(o, {f}))) return Json(Age(At(o, {f}), now));
+                   if (ParseTime(FieldAt(o, {f}))) return Json(Age(FieldAt(o, {f}), now));
                  }
-                 return Json(Age(At(o, {"metadata", "creationTimestamp"}), now));
+                 return Json(Age(FieldAt(o, {"metadata", "creationTimestamp"}), now));
                }),
         Simple("Type", "The type of the event.",
-               [](const Json& o, auto) { return Json(Str(At(o, {"type"}))); }),
+               [](const Json& o, auto) { return Json(Str(FieldAt(o, {"type"}))); }),
         Simple("Reason", "The reason of the event.",
-               [](const Json& o, auto) { return Json(Str(At(o, {"reason"}))); }),
-        Simple("Object", "The object the event is about.",
-               [core](const Json& o, auto) {
-                 const Json& ref = core ? At(o, {"involvedObject"}) : At(o, {"regarding"});
-                 return Json(ToLower(Str(At(ref, {"kind"}))) + "/" + Str(At(ref, {"name"})));
-               }),
+               [](const Json& o, auto) { return Json(Str(FieldAt(o, {"reason"}))); }),
+        Simple(
+            "Object", "The object the event is about.",
+            [core](const Json& o, auto) {
+              const Json& ref = core ? FieldAt(o, {"involvedObject"}) : FieldAt(o, {"regarding"});
+              return Json(ToLower(Str(FieldAt(ref, {"kind"}))) + "/" + Str(FieldAt(ref, {"name"})));
+            }),
         Simple("Message", "The message of the event.", [core](const Json& o, auto) {
-          return Json(Str(At(o, {core ? "message" : "note"})));
+          return Json(Str(FieldAt(o, {core ? "message" : "note"})));
         })};
   } else if (g == "apps" && p == "controllerrevisions") {
     cols.push_back(IntColumn("Revision", "The revision number.", {"revision"}));
@@ -389,38 +393,39 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
     cols.push_back(CreatedAtColumn());
   } else if (g == "rbac.authorization.k8s.io") {
     cols.push_back(Simple("Role", "The role the binding refers to.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"roleRef", "kind"})) + "/" + Str(At(o, {"roleRef", "name"})));
+      return Json(Str(FieldAt(o, {"roleRef", "kind"})) + "/" +
+                  Str(FieldAt(o, {"roleRef", "name"})));
     }));
     cols.push_back(age);
   } else if (g == "coordination.k8s.io" && p == "leases") {
     cols.push_back(Simple("Holder", "The holder of the lease.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"spec", "holderIdentity"})));
+      return Json(Str(FieldAt(o, {"spec", "holderIdentity"})));
     }));
     cols.push_back(age);
   } else if (g == "node.k8s.io" && p == "runtimeclasses") {
     cols.push_back(Simple("Handler", "The runtime handler.",
-                          [](const Json& o, auto) { return Json(Str(At(o, {"handler"}))); }));
+                          [](const Json& o, auto) { return Json(Str(FieldAt(o, {"handler"}))); }));
     cols.push_back(age);
   } else if (g == "apiextensions.k8s.io") {
     cols.push_back(CreatedAtColumn());
   } else if (g == "resource.k8s.io" && p == "resourceslices") {
     cols.push_back(Simple("Node", "The node the slice is for.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"spec", "nodeName"}), "<none>"));
+      return Json(Str(FieldAt(o, {"spec", "nodeName"}), "<none>"));
     }));
     cols.push_back(
         Simple("Driver", "The driver that publishes the slice.", [](const Json& o, auto) {
-          return Json(Str(At(o, {"spec", "driver"})));
+          return Json(Str(FieldAt(o, {"spec", "driver"})));
         }));
     cols.push_back(Simple("Pool", "The pool of the slice.", [](const Json& o, auto) {
-      return Json(Str(At(o, {"spec", "pool", "name"})));
+      return Json(Str(FieldAt(o, {"spec", "pool", "name"})));
     }));
     cols.push_back(age);
   } else if (g == "resource.k8s.io" && p == "resourceclaims") {
     cols.push_back(
         Simple("State", "Whether the claim is allocated and reserved.", [](const Json& o, auto) {
           std::vector<std::string> s;
-          s.push_back(At(o, {"status", "allocation"}).is_null() ? "pending" : "allocated");
-          const Json& r = At(o, {"status", "reservedFor"});
+          s.push_back(FieldAt(o, {"status", "allocation"}).is_null() ? "pending" : "allocated");
+          const Json& r = FieldAt(o, {"status", "reservedFor"});
           if (r.is_array() && !r.empty()) s.push_back("reserved");
           return Json(Join(s, ","));
         }));
@@ -432,9 +437,9 @@ std::vector<Column> BuiltinColumns(const ResourceInfo& info) {
 }
 
 Json RenderCustomCell(const Json& column, const Json& obj, Clock::time_point now) {
-  std::vector<Json> values = EvalJsonPath(obj, Str(At(column, {"jsonPath"})));
+  std::vector<Json> values = EvalJsonPath(obj, Str(FieldAt(column, {"jsonPath"})));
   if (values.empty()) return nullptr;
-  std::string type = Str(At(column, {"type"}));
+  std::string type = Str(FieldAt(column, {"type"}));
   if (type == "date") return Json(Age(values[0], now));
   if (values.size() == 1) {
     const Json& v = values[0];
@@ -454,11 +459,11 @@ std::vector<Column> CustomColumns(const ServedResource& r) {
   }
   for (const auto& c : r.printer_columns) {
     Column col;
-    col.name = Str(At(c, {"name"}));
-    col.type = Str(At(c, {"type"}), "string");
-    col.format = Str(At(c, {"format"}));
-    col.description = Str(At(c, {"description"}));
-    col.priority = static_cast<int>(Int(At(c, {"priority"})));
+    col.name = Str(FieldAt(c, {"name"}));
+    col.type = Str(FieldAt(c, {"type"}), "string");
+    col.format = Str(FieldAt(c, {"format"}));
+    col.description = Str(FieldAt(c, {"description"}));
+    col.priority = static_cast<int>(Int(FieldAt(c, {"priority"})));
     Json def = c;
     col.cell = [def](const Json& o, Clock::time_point now) {
       return RenderCustomCell(def, o, now);

@@ -29,7 +29,7 @@ std::chrono::system_clock::time_point Deadline(std::chrono::milliseconds timeout
   return std::chrono::system_clock::now() + timeout;
 }
 
-std::string Join(const std::vector<std::string>& items) {
+std::string BracketList(const std::vector<std::string>& items) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
   return "[" + s + "]";
@@ -80,7 +80,7 @@ Result<DraPluginRegistration> ValidateDraPluginInfo(const DraPluginInfo& info,
     }
   }
   return InvalidArgument(what + " (driver " + info.name + ") supports " +
-                         Join(info.supported_versions) + "; this kubelet speaks " +
+                         BracketList(info.supported_versions) + "; this kubelet speaks " +
                          std::string(kubelet::kDraV1Version) + " and " +
                          std::string(kubelet::kDraV1beta1Version));
 }

@@ -83,8 +83,6 @@ json ProcessesToJson(const std::vector<SimProcess>& processes) {
   return out;
 }
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
 Status CheckGpu(const Machine& m, const SimState& s, unsigned gpu) {
   if (gpu >= m.gpus.size() || gpu >= s.gpus.size()) {
     return NotFound("GPU " + std::to_string(gpu) + " does not exist: machine " + m.name + " has " +

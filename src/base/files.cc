@@ -15,8 +15,6 @@
 namespace gpuop {
 namespace {
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
 Status WriteAll(int fd, std::string_view content, const std::string& path) {
   while (!content.empty()) {
     ssize_t n = ::write(fd, content.data(), content.size());

@@ -11,8 +11,6 @@
 namespace gpuop {
 namespace {
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
 // The child's side of SpawnChild, before `in_child`: every signal this
 // process handles goes back to its default (an ignored one stays ignored,
 // as across exec), then the caller's mask.

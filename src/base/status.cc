@@ -1,6 +1,10 @@
 #include "base/status.h"
 
+#include <cstring>
+
 namespace gpuop {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

@@ -80,6 +80,9 @@ inline Status DeadlineExceeded(std::string m) {
 }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+// strerror(err), for messages: "opening /x: No such file or directory".
+std::string ErrnoText(int err);
+
 template <typename T>
 class [[nodiscard]] Result {
  public:

@@ -1,10 +1,18 @@
 // RunCommandLine (cli.h): the options every gpuop command shares, parsing and
 // dispatch; main.cc (gpuop) and sim_main.cc (gpuop-sim) differ only in the
 // subcommands they register.
+#include <cstdio>
+
 #include "base/log.h"
 #include "cli/cli.h"
 
 namespace gpuop::cli {
+
+int Fail(std::string_view command, const Status& s, int code) {
+  std::fprintf(stderr, "gpuop %.*s: %s\n", static_cast<int>(command.size()), command.data(),
+               s.message().c_str());
+  return code;
+}
 
 int RunCommandLine(int argc, char** argv, const std::string& description,
                    const RegisterCommands& register_commands) {

@@ -36,11 +36,6 @@ struct GenerateFlags {
   bool additional_gids = false;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop cdi generate: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int Generate(const GlobalOptions& g, const GenerateFlags& f) {
   toolkit::CdiGenerateOptions opt;
   opt.host_root = g.host_root;
@@ -51,22 +46,23 @@ int Generate(const GlobalOptions& g, const GenerateFlags& f) {
   opt.no_all_device = f.no_all_device;
   opt.additional_gids = f.additional_gids;
   auto strategies = toolkit::ParseDeviceNameStrategies(f.strategies);
-  if (!strategies.ok()) return Fail(strategies.status());
+  if (!strategies.ok()) return Fail("cdi generate", strategies.status());
   opt.name_strategies = std::move(*strategies);
   opt.hook_path = f.hook_path;
   if (opt.hook_path.empty()) {
     opt.hook_path = DefaultCdiHookPath(g);
     if (opt.hook_path.empty()) {
-      return Fail(InvalidArgument("cannot find this executable's path; pass --hook-path"));
+      return Fail("cdi generate",
+                  InvalidArgument("cannot find this executable's path; pass --hook-path"));
     }
   }
   std::string format = f.format;
   if (format.empty()) format = EndsWith(ToLower(f.output), ".json") ? "json" : "yaml";
 
   auto client = nvml::Client::Open(NvmlLibraryPath(g));
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("cdi generate", client.status());
   auto spec = toolkit::GenerateCdiSpec(**client, opt);
-  if (!spec.ok()) return Fail(spec.status());
+  if (!spec.ok()) return Fail("cdi generate", spec.status());
   const std::string text =
       format == "json" ? toolkit::cdi::ToJson(*spec) : toolkit::cdi::ToYaml(*spec);
 
@@ -79,7 +75,7 @@ int Generate(const GlobalOptions& g, const GenerateFlags& f) {
   const std::string output = JoinRoot(g.host_root, f.output);
   Status s = MakeDirs(DirName(output));
   if (s.ok()) s = WriteFileAtomic(output, text, 0644);
-  if (!s.ok()) return Fail(s);
+  if (!s.ok()) return Fail("cdi generate", s);
   LogInfo("wrote CDI spec", {{"path", output},
                              {"kind", spec->kind},
                              {"cdi_version", spec->cdi_version},

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/signals.h"
 #include "base/status.h"
@@ -44,6 +45,9 @@ using Action = std::function<int()>;
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+
+// Prints "gpuop <command>: <message>" to stderr and returns `code`.
+int Fail(std::string_view command, const Status& s, int code = kExitFailure);
 
 // Adds a binary's subcommands to its application.
 using RegisterCommands = std::function<void(CLI::App& app, const GlobalOptions& g, Action* action)>;

@@ -37,11 +37,6 @@ struct DevicePluginFlags {
   KubeFlags kube;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop device-plugin: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 std::string Get(const std::map<std::string, std::string>& env, const std::string& key) {
   auto it = env.find(key);
   return it == env.end() ? "" : it->second;
@@ -59,7 +54,7 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
   }
   auto policy = deviceplugin::ParseHealthPolicy(Get(env, "DP_DISABLE_HEALTHCHECKS"),
                                                 Get(env, "DP_ENABLE_HEALTHCHECKS"));
-  if (!policy.ok()) return Fail(policy.status());
+  if (!policy.ok()) return Fail("device-plugin", policy.status());
 
   deviceplugin::ConfigOverrides overrides;
   if (!f.mig_strategy.empty()) overrides.mig_strategy = f.mig_strategy;
@@ -87,7 +82,7 @@ int RunDevicePlugin(const GlobalOptions& g, const DevicePluginFlags& f) {
 
   deviceplugin::ServiceOptions so;
   auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &so.initial);
-  if (!watcher.ok()) return Fail(watcher.status());
+  if (!watcher.ok()) return Fail("device-plugin", watcher.status());
   so.watcher = std::move(watcher).value();
   const std::string lib = NvmlLibraryPath(g);
   so.open_nvml = [lib] { return nvml::Client::Open(lib); };

@@ -38,11 +38,6 @@ struct DraPluginFlags {
   KubeFlags kube;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop dra-plugin: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   StopSignals signals;  // before any thread starts
   if (f.node_name.empty()) {
@@ -75,13 +70,13 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   };
   auto policy = deviceplugin::ParseHealthPolicy(env_of("DP_DISABLE_HEALTHCHECKS"),
                                                 env_of("DP_ENABLE_HEALTHCHECKS"));
-  if (!policy.ok()) return Fail(policy.status());
+  if (!policy.ok()) return Fail("dra-plugin", policy.status());
 
   auto nvml_client = nvml::Client::Open(NvmlLibraryPath(g));
-  if (!nvml_client.ok()) return Fail(nvml_client.status());
+  if (!nvml_client.ok()) return Fail("dra-plugin", nvml_client.status());
   const nvml::Client& nvml = **nvml_client;
   auto kube_client = NewKubeClient(f.kube, "gpuop-dra-plugin");
-  if (!kube_client.ok()) return Fail(kube_client.status());
+  if (!kube_client.ok()) return Fail("dra-plugin", kube_client.status());
   kube::Client& kube = **kube_client;
 
   const std::string plugin_dir =
@@ -97,10 +92,11 @@ int RunDraPlugin(const GlobalOptions& g, const DraPluginFlags& f) {
   options.cdi.dev_root = roots.dev_root;
   options.cdi.hook_path = f.hook_path.empty() ? DefaultCdiHookPath(g) : f.hook_path;
   if (options.cdi.hook_path.empty()) {
-    return Fail(InvalidArgument("cannot find this executable's path; pass --hook-path"));
+    return Fail("dra-plugin",
+                InvalidArgument("cannot find this executable's path; pass --hook-path"));
   }
   Status made = MakeDirs(options.cdi_root);
-  if (!made.ok()) return Fail(made.Annotate("--cdi-root"));
+  if (!made.ok()) return Fail("dra-plugin", made.Annotate("--cdi-root"));
   dra::NvidiaSmiTimeSlicer time_slicer;
   dra::Driver driver(options, dra::ApiClaimFetcher(kube), dra::NvmlNodeDevices(nvml, roots),
                      time_slicer);

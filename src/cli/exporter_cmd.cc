@@ -37,11 +37,6 @@ struct ExporterFlags {
   bool print_default_counters = false;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop exporter: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 std::string Hostname(const std::string& node_name) {
   if (!node_name.empty()) return node_name;
   char buf[256] = {};
@@ -60,7 +55,7 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
   exporter::ExporterOptions o;
   if (!f.collectors.empty()) {
     auto counters = exporter::LoadCounters(f.collectors);
-    if (!counters.ok()) return Fail(counters.status());
+    if (!counters.ok()) return Fail("exporter", counters.status());
     o.counters = std::move(counters).value();
   } else {
     o.counters = exporter::DefaultCounters();
@@ -74,7 +69,7 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
   std::string socket;
   if (f.kubernetes) {
     auto id_type = exporter::ParseGpuIdType(f.gpu_id_type);
-    if (!id_type.ok()) return Fail(id_type.status());
+    if (!id_type.ok()) return Fail("exporter", id_type.status());
     o.gpu_id_type = *id_type;
     // --kubelet-dir is a host path (the DaemonSet mounts it under /host);
     // --pod-resources-socket is taken as given.
@@ -92,7 +87,7 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
   }
 
   auto exp = exporter::Exporter::Start(std::move(o));
-  if (!exp.ok()) return Fail(exp.status());
+  if (!exp.ok()) return Fail("exporter", exp.status());
   exporter::Exporter* e = exp->get();
   http::ConnectionCounters connections;
   auto server =
@@ -107,7 +102,7 @@ int RunExporter(const GlobalOptions& g, const ExporterFlags& f) {
                             }},
                            {"/health", [e] { return e->Health(); }}},
                           {.counters = &connections});
-  if (!server.ok()) return Fail(server.status());
+  if (!server.ok()) return Fail("exporter", server.status());
   LogInfo("exporter started",
           {{"address", (*server)->address()},
            {"collectors", f.collectors.empty() ? std::string("built-in") : f.collectors},

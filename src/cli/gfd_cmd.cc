@@ -47,11 +47,6 @@ struct GfdFlags {
   KubeFlags kube;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop gfd: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
   StopSignals signals(/*hangup=*/true);  // before any thread starts
   auto env = ProcessEnvironment();
@@ -91,7 +86,7 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
       o.client = kube_client.get();
       if (wo.selection.PerNode() && !wo.selection.node_name.empty()) wo.client = o.client;
     } else if (o.direct_labels || o.node_feature_api) {
-      return Fail(c.status());
+      return Fail("gfd", c.status());
     } else {
       LogWarn("no API server: the node's config label is not followed", {{"error", c.status()}});
     }
@@ -99,7 +94,7 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
 
   deviceplugin::LoadedConfig initial;
   auto watcher = deviceplugin::ConfigWatcher::Load(std::move(wo), &initial);
-  if (!watcher.ok()) return Fail(watcher.status());
+  if (!watcher.ok()) return Fail("gfd", watcher.status());
 
   const gfd::Settings settings = gfd::CompleteFromConfigFile(f.given, initial.config.gfd);
   if (*settings.sleep_interval == "infinite") {
@@ -124,12 +119,12 @@ int RunGfd(const GlobalOptions& g, const GfdFlags& f) {
     o.output_file = JoinRoot(g.host_root, gfd::kDefaultFeaturesFile);
   }
   o.timestamp = !*settings.no_timestamp;
-  if (Status s = gfd::ValidateOptions(o); !s.ok()) return Fail(s);
+  if (Status s = gfd::ValidateOptions(o); !s.ok()) return Fail("gfd", s);
 
   if (*settings.oneshot) {
     (*watcher)->Stop();
     auto labels = gfd::Daemon::RunOnce(o, initial.config);
-    if (!labels.ok()) return Fail(labels.status());
+    if (!labels.ok()) return Fail("gfd", labels.status());
     LogInfo("labels written (oneshot)",
             {{"labels", labels->size()}, {"file", o.output_file}, {"config", initial.origin}});
     return kExitOk;

@@ -29,11 +29,6 @@ struct LifecycleFlags {
   bool force = false;
 };
 
-int Fail(const char* cmd, const Status& s) {
-  std::fprintf(stderr, "gpuop %s: %s\n", cmd, s.message().c_str());
-  return kExitFailure;
-}
-
 Result<std::chrono::seconds> Seconds(const char* flag, const std::string& text) {
   auto d = ParseDuration(text);
   if (!d.ok() || d->count() <= 0) {

@@ -31,11 +31,6 @@ struct MigFlags {
   std::string output;
 };
 
-int Fail(const char* cmd, const Status& s, int code = kExitFailure) {
-  std::fprintf(stderr, "gpuop mig %s: %s\n", cmd, s.message().c_str());
-  return code;
-}
-
 bool IsConfigError(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound;
 }
@@ -57,12 +52,12 @@ Result<mig::ConfigFile> LoadConfig(const MigFlags& f) {
 
 int RunApply(const GlobalOptions& g, const MigFlags& f) {
   auto file = LoadConfig(f);
-  if (!file.ok()) return Fail("apply", file.status(), kExitUsage);
+  if (!file.ok()) return Fail("mig apply", file.status(), kExitUsage);
   auto client = OpenNvml(g);
-  if (!client.ok()) return Fail("apply", client.status());
+  if (!client.ok()) return Fail("mig apply", client.status());
   auto prepared = mig::Prepare(**client, *file, f.selected_config, f.mode_only);
   if (!prepared.ok()) {
-    return Fail("apply", prepared.status(),
+    return Fail("mig apply", prepared.status(),
                 IsConfigError(prepared.status()) ? kExitUsage : kExitFailure);
   }
   if (f.dry_run) {
@@ -71,7 +66,7 @@ int RunApply(const GlobalOptions& g, const MigFlags& f) {
     return kExitOk;
   }
   auto report = mig::Execute(**client, *prepared, {.mode_only = f.mode_only});
-  if (!report.ok()) return Fail("apply", report.status());
+  if (!report.ok()) return Fail("mig apply", report.status());
   std::fputs(report->Summary().c_str(), stdout);
   auto waiting = report->ResetRequired();
   if (!waiting.empty()) {
@@ -80,21 +75,21 @@ int RunApply(const GlobalOptions& g, const MigFlags& f) {
     // On the simulator nvidia-smi does not exist; its reset does.
     const std::string reset = (*client)->simulated() ? "gpuop sim gpu reset --gpu " + Join(ids, ",")
                                                      : "nvidia-smi -r -i " + Join(ids, ",");
-    return Fail("apply", FailedPrecondition("reset required: GPU " + Join(ids, ", ") +
-                                            " must be reset for the new MIG mode (e.g. " + reset +
-                                            "), then apply again"));
+    return Fail("mig apply", FailedPrecondition("reset required: GPU " + Join(ids, ", ") +
+                                                " must be reset for the new MIG mode (e.g. " +
+                                                reset + "), then apply again"));
   }
   return kExitOk;
 }
 
 int RunAssert(const GlobalOptions& g, const MigFlags& f) {
   auto file = LoadConfig(f);
-  if (!file.ok()) return Fail("assert", file.status(), kExitUsage);
+  if (!file.ok()) return Fail("mig assert", file.status(), kExitUsage);
   auto client = OpenNvml(g);
-  if (!client.ok()) return Fail("assert", client.status());
+  if (!client.ok()) return Fail("mig assert", client.status());
   Status s = mig::AssertConfig(**client, *file, f.selected_config, f.mode_only);
   if (!s.ok()) {
-    return Fail("assert", s,
+    return Fail("mig assert", s,
                 s.code() == StatusCode::kFailedPrecondition || !IsConfigError(s) ? kExitFailure
                                                                                  : kExitUsage);
   }
@@ -114,27 +109,27 @@ int Write(const char* cmd, const std::string& text, const std::string& output) {
 
 int RunExport(const GlobalOptions& g, const MigFlags& f) {
   auto client = OpenNvml(g);
-  if (!client.ok()) return Fail("export", client.status());
+  if (!client.ok()) return Fail("mig export", client.status());
   auto file = mig::Export(**client, f.export_name);
-  if (!file.ok()) return Fail("export", file.status());
-  return Write("export", mig::SerializeConfig(*file), f.output);
+  if (!file.ok()) return Fail("mig export", file.status());
+  return Write("mig export", mig::SerializeConfig(*file), f.output);
 }
 
 int RunDefaults(const GlobalOptions& g, const MigFlags& f) {
   auto client = OpenNvml(g);
-  if (!client.ok()) return Fail("defaults", client.status());
+  if (!client.ok()) return Fail("mig defaults", client.status());
   auto state = mig::ReadState(**client);
-  if (!state.ok()) return Fail("defaults", state.status());
-  return Write("defaults", mig::SerializeConfig(mig::DefaultConfigs(*state)), f.output);
+  if (!state.ok()) return Fail("mig defaults", state.status());
+  return Write("mig defaults", mig::SerializeConfig(mig::DefaultConfigs(*state)), f.output);
 }
 
 int RunProfiles(const GlobalOptions& g) {
   auto client = OpenNvml(g);
-  if (!client.ok()) return Fail("profiles", client.status());
+  if (!client.ok()) return Fail("mig profiles", client.status());
   // Only reads that need no MIG privilege: an unprivileged process gets the
   // profiles without their placements ("-").
   auto gpus = (*client)->Gpus();
-  if (!gpus.ok()) return Fail("profiles", gpus.status());
+  if (!gpus.ok()) return Fail("mig profiles", gpus.status());
   // Columns as wide as the longest GPU and profile names (an RTX PRO 6000's
   // name, a "+me.all" profile).
   std::vector<std::vector<nvml::GiProfile>> tables(gpus->size());
@@ -144,7 +139,7 @@ int RunProfiles(const GlobalOptions& g) {
     name_w = std::max(name_w, static_cast<int>(gpu.name.size()));
     if (!gpu.mig_capable) continue;
     auto profiles = (*client)->GiProfiles(gpu.index);
-    if (!profiles.ok()) return Fail("profiles", profiles.status());
+    if (!profiles.ok()) return Fail("mig profiles", profiles.status());
     for (const auto& p : *profiles)
       profile_w = std::max(profile_w, static_cast<int>(p.name.size()));
     tables[i] = std::move(profiles).value();

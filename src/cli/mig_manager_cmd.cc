@@ -39,11 +39,6 @@ struct MigManagerFlags {
   std::string toolkit_install_dir = "/usr/local/nvidia/toolkit";
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop mig-manager: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
   StopSignals signals(/*hangup=*/true);  // before any thread starts
   auto timeout = ParseDuration(f.clients_timeout);
@@ -59,7 +54,7 @@ int RunMigManager(const GlobalOptions& g, const MigManagerFlags& f) {
     return kExitUsage;
   }
   auto client = NewKubeClient(f.kube, "gpuop-mig-manager");
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("mig-manager", client.status());
   kube::EventRecorder events(**client, {.component = "nvidia-mig-manager"});
 
   mig::ManagerOptions o;

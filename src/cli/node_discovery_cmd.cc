@@ -24,11 +24,6 @@ struct NodeDiscoveryFlags {
   KubeFlags kube;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop node-discovery: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunNodeDiscoveryCmd(const GlobalOptions& g, const NodeDiscoveryFlags& f) {
   if (f.node_name.empty()) {
     std::fprintf(stderr,
@@ -45,7 +40,7 @@ int RunNodeDiscoveryCmd(const GlobalOptions& g, const NodeDiscoveryFlags& f) {
   }
   StopSignals signals;  // before any thread starts
   auto client = NewKubeClient(f.kube, "gpuop-node-discovery");
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("node-discovery", client.status());
 
   discovery::NodeDiscoveryOptions o;
   o.host_root = g.host_root;
@@ -53,7 +48,7 @@ int RunNodeDiscoveryCmd(const GlobalOptions& g, const NodeDiscoveryFlags& f) {
   o.interval = *interval;
   if (f.oneshot) {
     auto changes = discovery::SyncNodeLabels(**client, o);
-    if (!changes.ok()) return Fail(changes.status());
+    if (!changes.ok()) return Fail("node-discovery", changes.status());
     std::printf("node %s: %zu label(s) changed\n", f.node_name.c_str(), changes->size());
     for (const auto& [key, value] : *changes) {
       std::printf("  %s=%s\n", key.c_str(), value ? value->c_str() : "(removed)");

@@ -13,34 +13,29 @@
 namespace gpuop::cli {
 namespace {
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop nvml: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int List(const std::string& lib) {
   auto client = nvml::Client::Open(lib);
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("nvml", client.status());
   auto gpus = (*client)->Gpus();
-  if (!gpus.ok()) return Fail(gpus.status());
+  if (!gpus.ok()) return Fail("nvml", gpus.status());
   std::fputs(nvml::FormatGpuList(*gpus).c_str(), stdout);
   return kExitOk;
 }
 
 int Info(const std::string& lib, bool json) {
   auto client = nvml::Client::Open(lib);
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("nvml", client.status());
   const nvml::Client& c = **client;
   auto system = c.System();
-  if (!system.ok()) return Fail(system.status());
+  if (!system.ok()) return Fail("nvml", system.status());
   auto gpus = c.Gpus();
-  if (!gpus.ok()) return Fail(gpus.status());
+  if (!gpus.ok()) return Fail("nvml", gpus.status());
   std::vector<std::vector<nvml::GiProfile>> profiles;
   for (const nvml::Gpu& g : *gpus) {
     std::vector<nvml::GiProfile> p;
     if (g.mig_capable) {
       auto r = c.GiProfiles(g.index);
-      if (!r.ok()) return Fail(r.status());
+      if (!r.ok()) return Fail("nvml", r.status());
       p = std::move(*r);
     }
     profiles.push_back(std::move(p));
@@ -59,9 +54,9 @@ int Info(const std::string& lib, bool json) {
 // the exit code says whether all readings succeeded.
 int Telemetry(const std::string& lib, bool json) {
   auto client = nvml::Client::Open(lib);
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("nvml", client.status());
   auto count = (*client)->GpuCount();
-  if (!count.ok()) return Fail(count.status());
+  if (!count.ok()) return Fail("nvml", count.status());
   std::vector<nvml::TelemetryRow> rows;
   bool all_ok = true;
   for (unsigned i = 0; i < *count; ++i) {

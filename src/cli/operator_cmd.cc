@@ -34,11 +34,6 @@ struct OperatorFlags {
   bool validation_taint = false;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop operator: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunOperator(const OperatorFlags& f) {
   kube::LeaderElectionConfig defaults;
   std::chrono::milliseconds renew_deadline = defaults.renew_deadline;
@@ -46,10 +41,12 @@ int RunOperator(const OperatorFlags& f) {
   if (!f.renew_deadline.empty()) {
     auto deadline = ParseDuration(f.renew_deadline);
     if (!deadline.ok()) {
-      return Fail(InvalidArgument("--leader-lease-renew-deadline: " + deadline.status().message()));
+      return Fail("operator",
+                  InvalidArgument("--leader-lease-renew-deadline: " + deadline.status().message()));
     }
     if (*deadline <= defaults.retry_period) {
       return Fail(
+          "operator",
           InvalidArgument("--leader-lease-renew-deadline " + f.renew_deadline +
                           " leaves no retry: give more than the 2s retry period, such as 30s"));
     }
@@ -59,7 +56,7 @@ int RunOperator(const OperatorFlags& f) {
   }
   StopSignals signals;  // before any thread starts
   auto client = NewKubeClient(f.kube, std::string("gpuop-operator/") + kVersion);
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return Fail("operator", client.status());
 
   kube::EventRecorder events(**client, {.component = "gpu-operator"});
   op::OperatorOptions options;
@@ -72,7 +69,7 @@ int RunOperator(const OperatorFlags& f) {
                                                              : op::NodeDiscovery::kAuto;
   options.install_crd = f.install_crd;
   op::Operator controller(**client, options, &events);
-  if (Status s = controller.Setup(); !s.ok()) return Fail(s);
+  if (Status s = controller.Setup(); !s.ok()) return Fail("operator", s);
 
   manager::ManagerOptions mo{.name = "operator",
                              .health_addr = f.health_addr,
@@ -84,7 +81,7 @@ int RunOperator(const OperatorFlags& f) {
   std::unique_ptr<kube::Client> lease_client;
   if (f.leader_elect) {
     auto own = NewKubeClient(f.kube, std::string("gpuop-operator-leader-election/") + kVersion);
-    if (!own.ok()) return Fail(own.status());
+    if (!own.ok()) return Fail("operator", own.status());
     lease_client = std::move(own).value();
     mo.lease_client = lease_client.get();
     mo.leader_election = kube::LeaderElectionConfig{.lease_namespace = f.namespace_,

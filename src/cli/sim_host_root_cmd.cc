@@ -17,26 +17,21 @@ struct SimHostRootFlags {
   std::string dir;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop sim host-root: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunSimHostRoot(const SimHostRootFlags& f) {
   // Same seed rule as libnvml-sim.so (GPUOP_SIM_SEED, default empty), so the
   // UUIDs under /proc match what NVML reports.
   auto machine = sim::LoadMachine(f.machine, f.seed);
-  if (!machine.ok()) return Fail(machine.status());
+  if (!machine.ok()) return Fail("sim host-root", machine.status());
   auto elf_machine = sim::HostElfMachine();
-  if (!elf_machine.ok()) return Fail(elf_machine.status());
+  if (!elf_machine.ok()) return Fail("sim host-root", elf_machine.status());
   sim::HostRootOptions options;
   options.elf_machine = *elf_machine;
   options.nvml_sim_library = f.nvml_sim.empty() ? sim::NvmlSimBesideExecutable() : f.nvml_sim;
   options.cuda_sim_library = sim::CudaSimBesideExecutable();
   auto plan = sim::PlanHostRoot(*machine, options);
-  if (!plan.ok()) return Fail(plan.status());
+  if (!plan.ok()) return Fail("sim host-root", plan.status());
   auto result = sim::WriteHostRoot(f.dir, *plan);
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) return Fail("sim host-root", result.status());
   std::printf(
       "host root %s: machine %s, %zu GPUs, %zu device nodes%s, %zu driver libraries "
       "(NVML: %s), driver %s\nld.so.cache: %s\n",

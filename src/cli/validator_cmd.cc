@@ -42,11 +42,6 @@ struct ValidatorFlags {
   KubeFlags kube;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "gpuop validator: %s\n", s.message().c_str());
-  return kExitFailure;
-}
-
 int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_alias) {
   StopSignals signals;  // before any thread starts
   validator::Options base;
@@ -102,7 +97,7 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
     return kExitOk;
   }
   if (f.cleanup) {
-    if (Status s = validator::Cleanup(o.OutputDir()); !s.ok()) return Fail(s);
+    if (Status s = validator::Cleanup(o.OutputDir()); !s.ok()) return Fail("validator", s);
     LogInfo("validation files removed", {{"dir", o.OutputDir()}});
     return kExitOk;
   }
@@ -117,8 +112,8 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
     if (c.ok()) {
       client = std::move(c).value();
     } else if (needs_api) {
-      return Fail(c.status().Annotate(validator::ComponentName(o.component) +
-                                      " validation needs the API server"));
+      return Fail("validator", c.status().Annotate(validator::ComponentName(o.component) +
+                                                   " validation needs the API server"));
     } else {
       LogWarn("no API server: gpu_operator_node_device_plugin_devices_total stays -1",
               {{"error", c.status()}});
@@ -139,7 +134,7 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
   switch (o.component) {
     case validator::Component::kMain: {
       Status s = validator::RunMain(o, stop.get_token());
-      return finish(s.ok() ? kExitOk : Fail(s));
+      return finish(s.ok() ? kExitOk : Fail("validator", s));
     }
     case validator::Component::kMetrics: {
       if (o.metrics_port <= 0) {
@@ -150,14 +145,14 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
       }
       auto e = validator::Exporter::Start(o, client.get(), ":" + std::to_string(o.metrics_port),
                                           std::chrono::seconds(30));
-      if (!e.ok()) return finish(Fail(e.status()));
+      if (!e.ok()) return finish(Fail("validator", e.status()));
       LogInfo("node-status exporter serving", {{"port", (*e)->port()}, {"node", o.node_name}});
       WaitForStop(stop.get_token());
       return finish(kExitOk);
     }
     default: {
       Status s = validator::RunCheck(o, client.get(), stop.get_token());
-      return finish(s.ok() ? kExitOk : Fail(s));
+      return finish(s.ok() ? kExitOk : Fail("validator", s));
     }
   }
 }

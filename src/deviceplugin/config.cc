@@ -14,7 +14,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kResourcePrefix = "nvidia.com/";
-constexpr size_t kMaxResourceNameLength = 63;
 
 // Values are quoted in errors as excerpts (see Excerpt).
 std::string Quote(std::string_view s) { return "\"" + Excerpt(s) + "\""; }

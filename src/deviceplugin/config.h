@@ -26,6 +26,9 @@
 
 namespace gpuop::deviceplugin {
 
+// The longest extended resource name the kubelet accepts, prefix included.
+inline constexpr size_t kMaxResourceNameLength = 63;
+
 enum class MigStrategy { kNone, kSingle, kMixed };
 enum class DeviceIdStrategy { kUuid, kIndex };
 enum class SharedAllocationPolicy { kDistributed, kPacked };

@@ -11,7 +11,6 @@ namespace gpuop::deviceplugin {
 namespace {
 
 constexpr std::string_view kGpuResource = "nvidia.com/gpu";
-constexpr size_t kMaxResourceNameLength = 63;
 
 std::string GpuName(const nvml::Gpu& g) {
   return "GPU " + std::to_string(g.index) + " (" + g.uuid + ")";

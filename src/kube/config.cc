@@ -26,7 +26,8 @@ std::string ResolvePath(const std::string& kubeconfig_path, const std::string& p
 }
 
 // Scalar field of a map node, "" when absent.
-Result<std::string> StringField(const YAML::Node& node, const char* key, const std::string& where) {
+Result<std::string> YamlStringField(const YAML::Node& node, const char* key,
+                                    const std::string& where) {
   YAML::Node v = node[key];
   if (!v || v.IsNull()) return std::string();
   if (!v.IsScalar()) return InvalidArgument(where + ": " + key + " is not a string");
@@ -84,7 +85,7 @@ std::vector<std::string> NamesIn(const YAML::Node& root, const char* list_key) {
 // Returns "" when neither is set.
 Result<std::string> LoadPem(const YAML::Node& node, const char* file_key, const char* data_key,
                             const std::string& kubeconfig_path, const std::string& where) {
-  GPUOP_ASSIGN_OR_RETURN(std::string data, StringField(node, data_key, where));
+  GPUOP_ASSIGN_OR_RETURN(std::string data, YamlStringField(node, data_key, where));
   if (!data.empty()) {
     auto decoded = Base64Decode(data);
     if (!decoded) {
@@ -93,7 +94,7 @@ Result<std::string> LoadPem(const YAML::Node& node, const char* file_key, const 
     }
     return *decoded;
   }
-  GPUOP_ASSIGN_OR_RETURN(std::string file, StringField(node, file_key, where));
+  GPUOP_ASSIGN_OR_RETURN(std::string file, YamlStringField(node, file_key, where));
   if (file.empty()) return std::string();
   std::string path = ResolvePath(kubeconfig_path, file);
   auto content = ReadFile(path);
@@ -107,7 +108,7 @@ Result<std::string> LoadPem(const YAML::Node& node, const char* file_key, const 
 
 Status ParseCluster(const YAML::Node& cluster, const std::string& path, const std::string& where,
                     RestConfig& out) {
-  GPUOP_ASSIGN_OR_RETURN(out.server, StringField(cluster, "server", where));
+  GPUOP_ASSIGN_OR_RETURN(out.server, YamlStringField(cluster, "server", where));
   while (!out.server.empty() && out.server.back() == '/') out.server.pop_back();
   if (out.server.empty()) {
     return InvalidArgument(where +
@@ -133,8 +134,8 @@ Status ParseUser(const YAML::Node& user, const std::string& path, const std::str
         (out.client_cert_pem.empty() ? "key but no certificate" : "certificate but no key") +
         "; set both client-certificate(-data) and client-key(-data)");
   }
-  GPUOP_ASSIGN_OR_RETURN(out.token, StringField(user, "token", where));
-  GPUOP_ASSIGN_OR_RETURN(std::string token_file, StringField(user, "tokenFile", where));
+  GPUOP_ASSIGN_OR_RETURN(out.token, YamlStringField(user, "token", where));
+  GPUOP_ASSIGN_OR_RETURN(std::string token_file, YamlStringField(user, "tokenFile", where));
   if (!token_file.empty()) {
     out.token_file = ResolvePath(path, token_file);
     auto token = ReadFile(out.token_file);
@@ -183,7 +184,7 @@ Result<RestConfig> LoadKubeconfig(const std::string& path, const std::string& co
     const std::string file_where = "kubeconfig " + path;
     std::string context_name = context;
     if (context_name.empty()) {
-      GPUOP_ASSIGN_OR_RETURN(context_name, StringField(root, "current-context", file_where));
+      GPUOP_ASSIGN_OR_RETURN(context_name, YamlStringField(root, "current-context", file_where));
       if (context_name.empty()) {
         return InvalidArgument(file_where +
                                " has no current-context; pass --context NAME or run `kubectl "
@@ -199,9 +200,9 @@ Result<RestConfig> LoadKubeconfig(const std::string& path, const std::string& co
                       " (it has: " + (names.empty() ? std::string("none") : Join(names, ", ")) +
                       "); pass one of them with --context");
     }
-    GPUOP_ASSIGN_OR_RETURN(std::string cluster_name, StringField(*ctx, "cluster", where));
-    GPUOP_ASSIGN_OR_RETURN(std::string user_name, StringField(*ctx, "user", where));
-    GPUOP_ASSIGN_OR_RETURN(std::string ns, StringField(*ctx, "namespace", where));
+    GPUOP_ASSIGN_OR_RETURN(std::string cluster_name, YamlStringField(*ctx, "cluster", where));
+    GPUOP_ASSIGN_OR_RETURN(std::string user_name, YamlStringField(*ctx, "user", where));
+    GPUOP_ASSIGN_OR_RETURN(std::string ns, YamlStringField(*ctx, "namespace", where));
 
     RestConfig out;
     out.source = where;

@@ -27,7 +27,7 @@
 namespace gpuop::kube {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // A response body bigger than this is refused rather than exhausting memory.
 constexpr size_t kMaxBodyBytes = size_t{1} << 30;
@@ -98,7 +98,7 @@ class Deadline {
  public:
   Deadline() = default;
   explicit Deadline(std::chrono::milliseconds in) {
-    if (in.count() > 0) at_ = Clock::now() + in;
+    if (in.count() > 0) at_ = SteadyClock::now() + in;
   }
   Deadline Sooner(const Deadline& other) const {
     if (!at_) return other;
@@ -108,13 +108,13 @@ class Deadline {
   // Milliseconds to wait in poll(): -1 without a deadline.
   int PollMs() const {
     if (!at_) return -1;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*at_ - Clock::now()).count();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*at_ - SteadyClock::now()).count();
     return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
   }
-  bool Passed() const { return at_ && Clock::now() >= *at_; }
+  bool Passed() const { return at_ && SteadyClock::now() >= *at_; }
 
  private:
-  std::optional<Clock::time_point> at_;
+  std::optional<SteadyClock::time_point> at_;
 };
 
 // What an I/O step came to.

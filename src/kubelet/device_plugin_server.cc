@@ -19,8 +19,6 @@
 namespace gpuop::kubelet {
 namespace {
 
-// How long in-flight calls get once Stop() has begun.
-constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
 
 }  // namespace
 

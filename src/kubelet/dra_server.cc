@@ -25,9 +25,6 @@ namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
 namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
 namespace reg = ::pluginregistration;
 
-// How long in-flight calls get once Stop() has begun.
-constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
-
 // The message types of one DRA API version, by tag.
 struct V1Tag {};
 struct V1beta1Tag {};

@@ -23,6 +23,9 @@
 
 namespace gpuop::kubelet {
 
+// How long a server's in-flight calls get once its Stop() has begun.
+inline constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
+
 // sun_path holds 108 bytes including the terminating NUL.
 inline constexpr size_t kMaxUnixSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 

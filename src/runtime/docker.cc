@@ -40,7 +40,7 @@ std::string Dump(const Json& j) { return j.dump(2) + "\n"; }
 
 // The record: what daemon.json was before gpuop, what gpuop wrote, and the
 // values of the keys gpuop set (null: the key was absent).
-struct Record {
+struct DaemonJsonRecord {
   std::optional<std::string> original;
   std::string written;
   bool added_runtime = false;
@@ -50,7 +50,7 @@ struct Record {
   Json cdi_before;  // null: absent
 };
 
-std::string RecordText(const Record& r) {
+std::string DaemonJsonRecordText(const DaemonJsonRecord& r) {
   Json j;
   j["original"] = r.original ? Json(*r.original) : Json();
   j["written"] = r.written;
@@ -62,10 +62,10 @@ std::string RecordText(const Record& r) {
   return Dump(j);
 }
 
-std::optional<Record> ReadRecord(std::string_view text) {
+std::optional<DaemonJsonRecord> ReadDaemonJsonRecord(std::string_view text) {
   try {
     Json j = Json::parse(text);
-    Record r;
+    DaemonJsonRecord r;
     if (j.at("original").is_string()) r.original = j["original"].get<std::string>();
     r.written = j.at("written").get<std::string>();
     r.added_runtime = j.value("added_runtime", false);
@@ -92,14 +92,14 @@ Json Member(const Json& j, std::string_view a, std::string_view b) {
 Result<Plan> Configure(const DockerInputs& in, const ConfigureOptions& opts,
                        const std::string& record_path) {
   GPUOP_ASSIGN_OR_RETURN(Json j, ParseDaemonJson(in.config_path, in.config.value_or("")));
-  std::optional<Record> old = in.record ? ReadRecord(*in.record) : std::nullopt;
+  std::optional<DaemonJsonRecord> old = in.record ? ReadDaemonJsonRecord(*in.record) : std::nullopt;
   if (in.record && !old) {
     return FailedPrecondition(record_path +
                               " is not a record gpuop can read; move it away, "
                               "then run gpuop runtime configure again");
   }
 
-  Record r;
+  DaemonJsonRecord r;
   r.original = old ? old->original : in.config;
   bool had_runtime = j.contains("runtimes") && j["runtimes"].is_object() &&
                      j["runtimes"].contains(opts.runtime_name);
@@ -130,10 +130,11 @@ Result<Plan> Configure(const DockerInputs& in, const ConfigureOptions& opts,
   }
   std::string text = next == j && in.config ? *in.config : Dump(next);
   r.written = text;
-  std::string record = RecordText(r);
+  std::string record = DaemonJsonRecordText(r);
   // Validate before anything is written.
   GPUOP_RETURN_IF_ERROR(ParseDaemonJson(in.config_path, text).status());
-  if (!ReadRecord(record)) return Internal("the record for " + in.config_path + " is unreadable");
+  if (!ReadDaemonJsonRecord(record))
+    return Internal("the record for " + in.config_path + " is unreadable");
 
   // The record first: a daemon.json changed by gpuop always has one.
   if (in.record != record) plan.changes.push_back({record_path, in.record, record});
@@ -150,7 +151,7 @@ Result<Plan> Configure(const DockerInputs& in, const ConfigureOptions& opts,
 Result<Plan> Revert(const DockerInputs& in, const ConfigureOptions& opts,
                     const std::string& record_path) {
   Plan plan;
-  std::optional<Record> r = in.record ? ReadRecord(*in.record) : std::nullopt;
+  std::optional<DaemonJsonRecord> r = in.record ? ReadDaemonJsonRecord(*in.record) : std::nullopt;
   if (in.record && !r) {
     return FailedPrecondition(record_path + " is not a record gpuop can read; nothing was changed");
   }

@@ -10,9 +10,6 @@
 namespace gpuop::toolkit {
 namespace {
 
-// Control nodes, in the order nvidia-ctk lists them; only nvidiactl is required.
-constexpr std::string_view kControlNodes[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm-tools",
-                                              "/dev/nvidia-uvm", "/dev/nvidiactl"};
 constexpr std::string_view kNvidiactl = "/dev/nvidiactl";
 
 std::string BaseName(std::string_view path) {

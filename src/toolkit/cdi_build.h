@@ -33,6 +33,11 @@
 
 namespace gpuop::toolkit {
 
+// The control device nodes, in the order nvidia-ctk lists them; only
+// nvidiactl is required.
+inline constexpr std::string_view kControlNodes[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm-tools",
+                                                     "/dev/nvidia-uvm", "/dev/nvidiactl"};
+
 struct CdiMigInput {
   unsigned index = 0;  // j in "<gpu>:<j>"
   unsigned gi_id = 0, ci_id = 0;

@@ -13,8 +13,6 @@
 namespace gpuop::toolkit {
 namespace {
 
-constexpr const char* kControlNodes[] = {"/dev/nvidiactl", "/dev/nvidia-modeset", "/dev/nvidia-uvm",
-                                         "/dev/nvidia-uvm-tools"};
 constexpr const char* kMigMinors = "/proc/driver/nvidia-caps/mig-minors";
 
 // Stats `path` under `read_root` into `nodes`; an absent node is left out.
@@ -101,8 +99,9 @@ Result<CdiInputs> DiscoverCdiInputs(const std::vector<nvml::Gpu>& gpus,
     return FailedPrecondition("NVML reports no driver version; is the NVIDIA driver loaded?");
   }
 
-  for (const char* path : kControlNodes)
-    GPUOP_RETURN_IF_ERROR(StatInto(read_dev, path, in.device_nodes));
+  for (std::string_view path : kControlNodes) {
+    GPUOP_RETURN_IF_ERROR(StatInto(read_dev, std::string(path), in.device_nodes));
+  }
 
   bool any_mig = false;
   for (const nvml::Gpu& g : gpus) {

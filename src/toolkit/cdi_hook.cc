@@ -20,8 +20,6 @@ namespace {
 
 constexpr int kMaxSymlinks = 255;
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
 std::string JoinUnder(const std::string& root, const std::vector<std::string>& parts) {
   std::string out = root == "/" ? "" : root;
   for (const std::string& p : parts) out += "/" + p;

@@ -54,8 +54,6 @@ std::string DirOf(const std::string& path) {
 
 std::string BaseOf(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
 }  // namespace
 
 Status ValidateToolkitOptions(const ToolkitOptions& o) {

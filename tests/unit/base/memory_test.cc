@@ -14,7 +14,9 @@
 namespace gpuop {
 namespace {
 
-// KiB of this process's executable resident now (/proc/self/smaps).
+// KiB of this process's executable resident now, in its read-only mappings
+// (/proc/self/smaps): what PageOutExecutable releases. The writable ones
+// (.data, RELRO) stay, and how much of them is resident depends on the build.
 long ExecutableRssKib() {
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -26,8 +28,11 @@ long ExecutableRssKib() {
   while (std::getline(smaps, line)) {
     if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
         line.find('-') < line.find(' ')) {
+      // "start-end perms offset dev inode path"
+      const size_t perms = line.find(' ') + 1;
       ours = line.size() >= path.size() &&
-             line.compare(line.size() - path.size(), path.size(), path) == 0;
+             line.compare(line.size() - path.size(), path.size(), path) == 0 &&
+             line[perms + 1] != 'w';
     } else if (ours && line.rfind("Rss:", 0) == 0) {
       kib += std::stol(line.substr(4));
     }
@@ -61,8 +66,11 @@ TEST(PageOutExecutableTest, ReleasesTheExecutablesPages) {
   ASSERT_TRUE(advised.ok()) << advised.status().ToString();
   EXPECT_GT(*advised, 0u);
   const long after = ExecutableRssKib();
-  // What runs from here on (this test, gtest) faults back in; most does not.
-  EXPECT_LT(after, before / 2) << "before " << before << " KiB, after " << after << " KiB";
+  // What runs from here on (this test, gtest) faults back in, each fault
+  // with up to 64 KiB around it (the kernel's fault-around): about 1.3 MiB
+  // of a sanitizer build's test binary. How much was resident before depends
+  // on the code's layout (2.6 MiB with unity sources, more without).
+  EXPECT_LT(after, before * 3 / 4) << "before " << before << " KiB, after " << after << " KiB";
 }
 
 }  // namespace
