@@ -6,22 +6,12 @@
 
 #include "driver_manager/options.h"
 #include "kube/gpu_pods.h"
+#include "tests/testing/pod_object.h"
 
 namespace gpuop::driver_manager {
 namespace {
 
-Json Pod(const std::string& ns, const std::string& name, Json spec, Json labels = Json::object(),
-         const std::string& owner_kind = "ReplicaSet") {
-  Json meta{{"namespace", ns}, {"name", name}, {"labels", std::move(labels)}};
-  if (!owner_kind.empty()) {
-    meta["ownerReferences"] = Json::array({{{"apiVersion", "apps/v1"},
-                                            {"kind", owner_kind},
-                                            {"name", "o"},
-                                            {"uid", "u"},
-                                            {"controller", true}}});
-  }
-  return Json{{"metadata", std::move(meta)}, {"spec", std::move(spec)}};
-}
+using testing::PodObject;
 
 Json WithResources(Json resources) {
   return Json{{"containers", Json::array({{{"name", "c"}, {"resources", std::move(resources)}}})}};
@@ -40,7 +30,7 @@ Json ClaimPod(const std::string& name, const std::string& claim, bool from_templ
   } else {
     spec["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", claim}}});
   }
-  Json pod = Pod("ml", name, spec);
+  Json pod = PodObject("ml", name, spec);
   pod["status"] = status;
   return pod;
 }
@@ -61,7 +51,7 @@ TEST(IsGpuPodTest, APodUsingAClaimGpuNvidiaComAllocatedIsOne) {
   EXPECT_FALSE(kube::IsGpuPod(ClaimPod("a", "gpu-claim", false), {}));
 
   std::vector<Json> pods = {ClaimPod("a", "gpu-claim", false), ClaimPod("c", "nic-claim", false),
-                            Pod("ml", "cpu", WithResources(Json::object()))};
+                            PodObject("ml", "cpu", WithResources(Json::object()))};
   EvictionPlan plan = PlanEviction(pods, {}, /*only_gpu_pods=*/true, gpu_claims);
   EXPECT_TRUE(plan.refused.empty());
   EXPECT_EQ(PodList(plan.evict), "ml/a");
@@ -84,9 +74,9 @@ TEST(PlanEvictionTest, AllOrNothingWithTheReasonAndTheFlagThatAllowsIt) {
   Json cpu = WithResources(Json::object());
   Json gpu_scratch = gpu;
   gpu_scratch["volumes"] = Json::array({{{"name", "scratch"}, {"emptyDir", Json::object()}}});
-  std::vector<Json> pods = {Pod("ml", "train", gpu), Pod("ml", "bare", gpu, {}, ""),
-                            Pod("ml", "scratch", gpu_scratch), Pod("web", "nginx", cpu),
-                            Pod("ml", "ds-gpu", gpu, {}, "DaemonSet")};
+  std::vector<Json> pods = {PodObject("ml", "train", gpu), PodObject("ml", "bare", gpu, {}, ""),
+                            PodObject("ml", "scratch", gpu_scratch), PodObject("web", "nginx", cpu),
+                            PodObject("ml", "ds-gpu", gpu, {}, "DaemonSet")};
 
   EvictionPlan strict = PlanEviction(pods, {}, /*only_gpu_pods=*/true);
   ASSERT_EQ(strict.refused.size(), 3u);
@@ -103,10 +93,10 @@ TEST(PlanEvictionTest, AllOrNothingWithTheReasonAndTheFlagThatAllowsIt) {
   EXPECT_EQ(PodList(allowed.evict), "ml/train, ml/bare, ml/scratch");
 
   // A drain takes every pod but skips DaemonSet and mirror pods.
-  Json mirror = Pod("kube-system", "etcd", cpu, {}, "");
+  Json mirror = PodObject("kube-system", "etcd", cpu, {}, "");
   mirror["metadata"]["annotations"] = {{"kubernetes.io/config.mirror", "x"}};
   pods.push_back(mirror);
-  pods.push_back(Pod("gpu-operator", "dp", cpu, {}, "DaemonSet"));
+  pods.push_back(PodObject("gpu-operator", "dp", cpu, {}, "DaemonSet"));
   EvictionPlan drain =
       PlanEviction(pods, {.force = true, .delete_emptydir_data = true}, /*only_gpu_pods=*/false);
   EXPECT_TRUE(drain.refused.empty());
@@ -114,7 +104,7 @@ TEST(PlanEvictionTest, AllOrNothingWithTheReasonAndTheFlagThatAllowsIt) {
   EXPECT_EQ(PodList(drain.evict, 2), "ml/train, ml/bare and 2 more");
 
   // A finished pod goes whatever the flags.
-  Json done = Pod("ml", "done", gpu, {}, "");
+  Json done = PodObject("ml", "done", gpu, {}, "");
   done["status"] = {{"phase", "Succeeded"}};
   EXPECT_EQ(PlanEviction({done}, {}, true).evict.size(), 1u);
 }

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/pod_object.h"
+
 namespace gpuop::kube {
 namespace {
+
+using testing::PodObject;
 
 using Json = nlohmann::json;
 using Labels = std::map<std::string, std::string>;
@@ -82,42 +86,29 @@ TEST(PausableLabelsTest, SixteenUpstreamLabelsLessTheDraDriverPlusTheCustomOne) 
   EXPECT_EQ(PausableLabelsAndDra("").back(), "nvidia.com/gpu.deploy.dra-driver");
 }
 
-Json Pod(const std::string& ns, const std::string& name, Json spec, Json labels = Json::object(),
-         const std::string& owner_kind = "ReplicaSet") {
-  Json meta{{"namespace", ns}, {"name", name}, {"labels", std::move(labels)}};
-  if (!owner_kind.empty()) {
-    meta["ownerReferences"] = Json::array({{{"apiVersion", "apps/v1"},
-                                            {"kind", owner_kind},
-                                            {"name", "o"},
-                                            {"uid", "u"},
-                                            {"controller", true}}});
-  }
-  return Json{{"metadata", std::move(meta)}, {"spec", std::move(spec)}};
-}
-
 TEST(IsOperandPodTest, OperandAppsInTheOperatorNamespaceAndClientDaemonSets) {
   Json spec{{"containers", Json::array({{{"name", "c"}}})}};
-  EXPECT_TRUE(IsOperandPod(
-      Pod("gpu-operator", "dp", spec, {{"app", "nvidia-device-plugin-daemonset"}}, "DaemonSet"),
-      "gpu-operator"));
-  EXPECT_TRUE(IsOperandPod(Pod("gpu-operator", "mig", spec, {{"app", "nvidia-mig-manager"}}),
+  EXPECT_TRUE(IsOperandPod(PodObject("gpu-operator", "dp", spec,
+                                     {{"app", "nvidia-device-plugin-daemonset"}}, "DaemonSet"),
+                           "gpu-operator"));
+  EXPECT_TRUE(IsOperandPod(PodObject("gpu-operator", "mig", spec, {{"app", "nvidia-mig-manager"}}),
                            "gpu-operator"));
   // The same app elsewhere, the driver itself, the DRA plugin: not operands.
-  EXPECT_FALSE(IsOperandPod(Pod("other", "dp", spec, {{"app", "nvidia-device-plugin-daemonset"}}),
-                            "gpu-operator"));
   EXPECT_FALSE(IsOperandPod(
-      Pod("gpu-operator", "drv", spec, {{"app", "nvidia-driver-daemonset"}}, "DaemonSet"),
+      PodObject("other", "dp", spec, {{"app", "nvidia-device-plugin-daemonset"}}), "gpu-operator"));
+  EXPECT_FALSE(IsOperandPod(
+      PodObject("gpu-operator", "drv", spec, {{"app", "nvidia-driver-daemonset"}}, "DaemonSet"),
       "gpu-operator"));
-  Json dra = Pod("gpu-operator", "dra", spec, {{"app", "nvidia-dra-driver-kubelet-plugin"}});
+  Json dra = PodObject("gpu-operator", "dra", spec, {{"app", "nvidia-dra-driver-kubelet-plugin"}});
   EXPECT_FALSE(IsOperandPod(dra, "gpu-operator"));
   EXPECT_TRUE(IsDraPluginPod(dra, "gpu-operator"));
   // A user's DaemonSet that opted in through the client deploy label.
   Json client_spec = spec;
   client_spec["nodeSelector"] = {{"nvidia.com/gpu.deploy.client", "true"}};
   EXPECT_TRUE(
-      IsOperandPod(Pod("monitoring", "agent", client_spec, {}, "DaemonSet"), "gpu-operator"));
-  EXPECT_FALSE(
-      IsOperandPod(Pod("monitoring", "agent", client_spec, {}, "ReplicaSet"), "gpu-operator"));
+      IsOperandPod(PodObject("monitoring", "agent", client_spec, {}, "DaemonSet"), "gpu-operator"));
+  EXPECT_FALSE(IsOperandPod(PodObject("monitoring", "agent", client_spec, {}, "ReplicaSet"),
+                            "gpu-operator"));
 }
 
 }  // namespace
