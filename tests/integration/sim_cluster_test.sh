@@ -456,7 +456,8 @@ rbac_snapshot upgrade
 echo "--- soak: churn under the in-cluster operator, then nothing lost or leaked"
 # GPU pods, application XIDs, killed components and API faults for
 # SOAK_SECONDS (scripts/soak.sh is the long run). Under ASan the RSS figures
-# include its shadow memory and quarantine, so only a gross leak shows here.
+# include its shadow memory and its quarantine of freed memory (bounded at
+# 8 MiB in the image, scripts/build-image.sh), so only a gross leak shows here.
 python3 "$(dirname "$0")/sim_soak.py" --dir "$dir" --gpuop "$gpuop" \
   --image "ghcr.io/gpuop/gpuop:$version" --seconds "${SOAK_SECONDS:-45}" || fail "soak (above)"
 helm upgrade gpu-operator "$chart" --namespace gpu-operator --reuse-values \
