@@ -4,6 +4,7 @@
 
 #include "base/strings.h"
 #include "kube/object.h"
+#include "kube/operand_pause.h"
 
 namespace gpuop::op {
 namespace {
@@ -36,7 +37,7 @@ void Remove(const Labels& labels, const std::string& key, LabelChanges& changes)
 
 }  // namespace
 
-std::string DeployLabel(Component c) { return kDeployLabelPrefix + ComponentName(c); }
+std::string DeployLabel(Component c) { return kube::OperandDeployLabel(ComponentName(c)); }
 
 bool IsGpuNode(const Labels& labels) {
   for (const char* key : kGpuPciLabels) {

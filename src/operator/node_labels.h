@@ -33,7 +33,6 @@ using Labels = std::map<std::string, std::string>;
 using LabelChanges = std::map<std::string, std::optional<std::string>>;
 
 inline constexpr const char* kGpuPresentLabel = "nvidia.com/gpu.present";
-inline constexpr const char* kDeployLabelPrefix = "nvidia.com/gpu.deploy.";
 inline constexpr const char* kDeployOperandsLabel = "nvidia.com/gpu.deploy.operands";
 inline constexpr const char* kMigConfigLabel = "nvidia.com/mig.config";
 inline constexpr const char* kMigCapableLabel = "nvidia.com/mig.capable";
