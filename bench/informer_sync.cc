@@ -7,15 +7,19 @@
 //     {"resource":"nodes","objects":N,"sync_ms":...,"cpu_ms":...,"rss_kib":...,"hwm_kib":...}
 //     sync_ms: wall time from start to synced; cpu_ms: this process's CPU time
 //     (the client's and the informer's share of it); VmRSS and VmHWM from
-//     /proc/self/status, with the informer still watching.
+//     /proc/self/status, with the informer still watching; start_rss_kib:
+//     VmRSS before the informer started; heap_used_kib and heap_free_kib:
+//     glibc's mallinfo2 (uordblks, fordblks) at the end.
 //
 //     --project-nodes keeps only what a GPU operator reads of a node (ProjectNode).
+//     --compact keeps each object as bytes decoded on read (Storage::kCompact).
 //
 //   gpuop_informer_sync --kubeconfig FILE --create-nodes N [--threads T]
 //     creates N GPU nodes (bench/kube_nodes.h) to sync, T requests at a time,
 //     and prints {"created":N,"ms":...}.
 //
 // scripts/bench_informer.sh runs both against `gpuop sim apiserver`.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <atomic>
@@ -44,11 +48,12 @@ struct Flags {
   int create_nodes = 0;
   int threads = 8;
   bool project = false;
+  bool compact = false;
 };
 
 constexpr const char* kUsage =
     "usage: gpuop_informer_sync --kubeconfig FILE [--resource nodes] [--namespace NS] "
-    "[--page-size N] [--project-nodes]\n"
+    "[--page-size N] [--project-nodes] [--compact]\n"
     "       gpuop_informer_sync --kubeconfig FILE --create-nodes N [--threads T]\n";
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
@@ -68,6 +73,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       flags->create_nodes = std::atoi(v);
     } else if (arg == "--project-nodes") {
       flags->project = true;
+    } else if (arg == "--compact") {
+      flags->compact = true;
     } else if (arg == "--threads" && (v = value())) {
       flags->threads = std::max(1, std::atoi(v));
     } else {
@@ -184,7 +191,9 @@ int Sync(Client& client, const Flags& flags) {
   options.ns = flags.ns;
   options.page_size = flags.page_size;
   if (flags.project) options.transform = ProjectNode;
+  if (flags.compact) options.storage = Storage::kCompact;
   Informer informer(&client, options);
+  const int64_t start_rss = ProcStatusKib("VmRSS");
   const auto start = std::chrono::steady_clock::now();
   informer.Start();
   if (!informer.WaitForSync(std::chrono::minutes(5))) {
@@ -192,12 +201,15 @@ int Sync(Client& client, const Flags& flags) {
     return 1;
   }
   const double sync_ms = MillisSince(start);
+  const struct mallinfo2 heap = mallinfo2();
   std::printf(
-      "{\"resource\":\"%s\",\"objects\":%zu,\"sync_ms\":%.1f,\"cpu_ms\":%.1f,"
-      "\"rss_kib\":%lld,\"hwm_kib\":%lld}\n",
-      flags.resource.c_str(), informer.Size(), sync_ms, CpuMillis(),
-      static_cast<long long>(ProcStatusKib("VmRSS")),
-      static_cast<long long>(ProcStatusKib("VmHWM")));
+      "{\"resource\":\"%s\",\"storage\":\"%s\",\"objects\":%zu,\"sync_ms\":%.1f,\"cpu_ms\":%.1f,"
+      "\"rss_kib\":%lld,\"hwm_kib\":%lld,\"start_rss_kib\":%lld,\"heap_used_kib\":%zu,"
+      "\"heap_free_kib\":%zu}\n",
+      flags.resource.c_str(), flags.compact ? "compact" : "tree", informer.Size(), sync_ms,
+      CpuMillis(), static_cast<long long>(ProcStatusKib("VmRSS")),
+      static_cast<long long>(ProcStatusKib("VmHWM")), static_cast<long long>(start_rss),
+      heap.uordblks / 1024, heap.fordblks / 1024);
   informer.Stop();
   return 0;
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Informer sync at scale: starts the API emulator (`gpuop sim apiserver`),
 # creates NODES GPU nodes (default 5,000; ~2.6 KB of JSON each, the shape of
-# bench/kube_nodes.h), then runs gpuop_informer_sync RUNS times, each a fresh
-# process that lists + watches the nodes until synced and prints
-#   {"resource":"nodes","objects":N,"sync_ms":...,"rss_kib":...,"hwm_kib":...}
-# and finally the median sync time and the largest RSS.
+# bench/kube_nodes.h), then, for each way an informer keeps its objects (json
+# trees; compact bytes decoded on read), runs gpuop_informer_sync RUNS times,
+# each a fresh process that lists + watches the whole nodes until synced and
+# prints
+#   {"resource":"nodes","storage":"tree","objects":N,"sync_ms":...,"rss_kib":...,"hwm_kib":...}
+# and then per storage the median sync time and the largest RSS.
 #
 # Usage: scripts/bench_informer.sh [BUILD_DIR]   (default: build; a Release
 # build with benches: gpuop, gpuop_informer_sync)
@@ -43,19 +45,25 @@ done
 echo "== creating $nodes nodes"
 "$sync" --kubeconfig "$tmp/kubeconfig" --create-nodes "$nodes"
 
-echo "== informer sync of $nodes nodes ($runs runs, one process each)"
+echo "== informer sync of $nodes nodes ($runs runs per storage, one process each)"
 : >"$tmp/results"
-for _ in $(seq "$runs"); do
-  "$sync" --kubeconfig "$tmp/kubeconfig" --resource nodes | tee -a "$tmp/results"
+for flags in "" --compact; do
+  for _ in $(seq "$runs"); do
+    # shellcheck disable=SC2086 # "" is no flag
+    "$sync" --kubeconfig "$tmp/kubeconfig" --resource nodes $flags | tee -a "$tmp/results"
+  done
 done
 
 # Median sync_ms and largest rss_kib / hwm_kib over the runs.
 python3 - "$tmp/results" <<'EOF'
 import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-print("median sync_ms %.1f, max rss %.1f MiB, max hwm %.1f MiB, objects %d" % (
-    statistics.median(r["sync_ms"] for r in rows),
-    max(r["rss_kib"] for r in rows) / 1024,
-    max(r["hwm_kib"] for r in rows) / 1024,
-    rows[0]["objects"]))
+all_rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+for storage in ("tree", "compact"):
+    rows = [r for r in all_rows if r["storage"] == storage]
+    print("%s: median sync_ms %.1f, max rss %.1f MiB, max hwm %.1f MiB, objects %d" % (
+        storage,
+        statistics.median(r["sync_ms"] for r in rows),
+        max(r["rss_kib"] for r in rows) / 1024,
+        max(r["hwm_kib"] for r in rows) / 1024,
+        rows[0]["objects"]))
 EOF

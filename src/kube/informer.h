@@ -18,9 +18,13 @@
 //      after a few consecutive failures. Repeated failures back off
 //      exponentially with jitter, capped (InformerOptions::max_backoff).
 //
-// Objects are immutable snapshots (std::shared_ptr<const Json>): readers share
-// them without copying and never see a half-written object; an update
-// replaces the pointer. Keys are KeyOf(obj): "ns/name" or "name".
+// Objects are immutable snapshots (std::shared_ptr<const Json>): readers never
+// see a half-written object; an update replaces the snapshot. By default the
+// cache keeps the trees and readers share them without copying; an informer
+// with Storage::kCompact keeps each object's bytes instead and every read
+// decodes a fresh snapshot (a json tree costs about five times its JSON, so a
+// cache of thousands of objects trades a parse per read for most of its
+// memory). Keys are KeyOf(obj): "ns/name" or "name".
 //
 // Handlers run on the informer's thread (the periodic resync, when enabled,
 // runs on a second thread), one call at a time across all handlers of an
@@ -93,6 +97,12 @@ struct EventHandler {
   std::function<void(const ObjectPtr& obj)> on_delete;
 };
 
+// How an informer keeps its objects (the file comment).
+enum class Storage {
+  kTree,     // json trees, shared with readers
+  kCompact,  // CBOR bytes, decoded on each read (a few microseconds per KB)
+};
+
 struct InformerOptions {
   Resource resource;
   std::string ns;  // "" = all namespaces (ignored for cluster-scoped resources)
@@ -114,6 +124,7 @@ struct InformerOptions {
   // drop what no reader needs to keep memory down. Default: StripManagedFields.
   // Readers must then never write a cached object back whole (patch instead).
   std::function<void(Json&)> transform = StripManagedFields;
+  Storage storage = Storage::kTree;
 };
 
 // Counters, for tests, benches and metrics.
@@ -195,6 +206,11 @@ class Informer {
   Json Describe() const;
 
  private:
+  // One cached object: its tree (Storage::kTree) or its bytes (kCompact).
+  struct Entry {
+    ObjectPtr tree;
+    std::shared_ptr<const std::string> bytes;
+  };
   struct Index {
     IndexFunc func;
     // value -> keys filed under it (sorted: ByIndex answers in key order)
@@ -216,9 +232,15 @@ class Informer {
   bool BackOff(int failures, std::stop_token stop);
   void ResyncLoop(std::stop_token stop);
   // Replace, with objects already transformed into snapshots.
-  void ReplaceObjects(std::vector<ObjectPtr> objects, std::string resource_version);
+  void ReplaceObjects(std::vector<std::pair<std::string, Entry>> objects,
+                      std::string resource_version);
 
   ObjectPtr Intern(Json obj) const;
+  // What the cache keeps of a transformed object, and the object back.
+  Entry Store(const ObjectPtr& obj) const;
+  // Intern and Store each of a list's items, appended to `out` with its key.
+  void StoreAll(std::vector<Json> items, std::vector<std::pair<std::string, Entry>>* out) const;
+  static ObjectPtr Load(const Entry& entry);
   // Index maintenance.
   void IndexAddLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
   void IndexRemoveLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
@@ -240,7 +262,7 @@ class Informer {
 
   // Written with dispatch_mu_ and cache_mu_ (exclusive) held; read with either.
   mutable SharedMutex cache_mu_;
-  std::unordered_map<std::string, ObjectPtr> objects_;
+  std::unordered_map<std::string, Entry> objects_;
   std::map<std::string, Index, std::less<>> indexes_ GPUOP_GUARDED_BY(cache_mu_);
   std::string last_resource_version_ GPUOP_GUARDED_BY(cache_mu_);
 
@@ -275,6 +297,9 @@ class SharedInformerFactory {
   // reads, as the operator's pod caches: cluster-scale caches of whole
   // objects cost tens of KB per object as json trees).
   void SetTransform(const Resource& resource, std::function<void(Json&)> transform);
+  // Informers of `resource` made after this call keep their objects as
+  // `storage` says (kCompact: caches of thousands of objects).
+  void SetStorage(const Resource& resource, Storage storage);
 
   // The informer for this collection, made on first use. After Start, a new
   // informer starts at once.
@@ -298,6 +323,7 @@ class SharedInformerFactory {
   std::map<std::string, std::unique_ptr<Informer>> informers_ GPUOP_GUARDED_BY(mu_);
   // "group/version/resource" -> transform (SetTransform).
   std::map<std::string, std::function<void(Json&)>> transforms_ GPUOP_GUARDED_BY(mu_);
+  std::map<std::string, Storage> storages_ GPUOP_GUARDED_BY(mu_);
   bool started_ GPUOP_GUARDED_BY(mu_) = false;
   std::stop_token stop_ GPUOP_GUARDED_BY(mu_);
 };

@@ -470,11 +470,18 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
   InformerOptions options = Options(resources::kConfigMaps, ns_);
   options.page_size = 100;
   options.watch_timeout = seconds(1);  // streams also end normally, every 1-2 s
-  Recorder recorder;                   // outlives the informer's thread
+  Recorder recorder, compact_recorder;  // outlive the informers' threads
   Informer informer(client_.get(), options);
   informer.AddEventHandler(recorder.Handler());
   informer.Start();
+  // The same collection kept compact goes through the same churn and faults.
+  InformerOptions compact_options = options;
+  compact_options.storage = Storage::kCompact;
+  Informer compact(client_.get(), compact_options);
+  compact.AddEventHandler(compact_recorder.Handler());
+  compact.Start();
   ASSERT_TRUE(informer.WaitForSync(kDeadline));
+  ASSERT_TRUE(compact.WaitForSync(kDeadline));
   // From here every watch (streams end every 1-2 s, or are dropped) and every
   // re-list is exposed to the faults. The first two watches surely get a 410.
   ASSERT_TRUE(server_->faults()
@@ -542,7 +549,10 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
   const auto server_state = ServerState();
   ASSERT_GT(server_state.size(), 100u);
   const bool converged = WaitFor(
-      [&] { return CacheState(informer) == server_state && recorder.Mirror() == server_state; },
+      [&] {
+        return CacheState(informer) == server_state && recorder.Mirror() == server_state &&
+               CacheState(compact) == server_state && compact_recorder.Mirror() == server_state;
+      },
       kDeadline, milliseconds(50));
   const InformerStats stats = informer.stats();
   ASSERT_TRUE(converged) << "cache " << CacheState(informer).size() << " handlers "
@@ -550,6 +560,7 @@ TEST_F(InformerTest, CacheConvergesUnderChurnAndFaults) {
                          << " lists " << stats.lists << " gone " << stats.gone << " watch errors "
                          << stats.watch_errors;
   EXPECT_EQ(recorder.bad_updates(), 0);
+  EXPECT_EQ(compact_recorder.bad_updates(), 0);
   EXPECT_EQ(informer.LastResourceVersion().empty(), false);
 }
 
@@ -584,10 +595,20 @@ TEST_F(InformerTest, FactorySharesOneInformerPerCollection) {
 }
 
 // Replace and ApplyEvent, the steps list and watch feed the cache with,
-// without a server.
-TEST(InformerFeedTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
+// without a server: both ways of keeping the cache give the same answers and
+// events.
+class InformerStorageTest : public ::testing::TestWithParam<Storage> {};
+
+INSTANTIATE_TEST_SUITE_P(Storage, InformerStorageTest,
+                         ::testing::Values(Storage::kTree, Storage::kCompact),
+                         [](const ::testing::TestParamInfo<Storage>& info) {
+                           return info.param == Storage::kTree ? "Tree" : "Compact";
+                         });
+
+TEST_P(InformerStorageTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   InformerOptions options;
   options.resource = resources::kConfigMaps;
+  options.storage = GetParam();
   Recorder recorder;  // outlives the informer's thread
   Informer informer(nullptr, options);
   EXPECT_EQ(informer.Run(std::stop_token()).code(), StatusCode::kFailedPrecondition);
@@ -610,7 +631,12 @@ TEST(InformerFeedTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   // A re-list: b changed, c vanished, d is new, a is the same.
   ObjectPtr a = informer.Get("ns/a");
   informer.Replace({cm("a", "1"), cm("b", "5"), cm("d", "6")}, "7");
-  EXPECT_EQ(informer.Get("ns/a"), a);
+  EXPECT_EQ(*informer.Get("ns/a"), *a);
+  if (GetParam() == Storage::kTree) {
+    EXPECT_EQ(informer.Get("ns/a"), a);  // the very snapshot readers hold
+  } else {
+    EXPECT_NE(informer.Get("ns/a"), a);  // decoded again on each read
+  }
   EXPECT_TRUE(recorder.Saw("update ns/b"));
   EXPECT_TRUE(recorder.Saw("delete ns/c"));
   EXPECT_TRUE(recorder.Saw("add ns/d"));
@@ -629,7 +655,12 @@ TEST(InformerFeedTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   EXPECT_FALSE(recorder.Saw("delete ns/never-seen"));
   EXPECT_EQ(informer.LastResourceVersion(), "12");
   EXPECT_EQ(recorder.Mirror(), CacheState(informer));
+  EXPECT_EQ(recorder.bad_updates(), 0);
   EXPECT_EQ(informer.ByIndex(kNamespaceIndex, "ns").size(), 3u);
+  EXPECT_EQ(Names(informer.ByIndex(kNamespaceIndex, "ns")), (std::set<std::string>{"a", "b", "e"}));
+  EXPECT_EQ(informer.Get("ns/e")->at("metadata").at("resourceVersion"), "9");
+  EXPECT_EQ(informer.Describe().at("objects"), Json::parse(R"({"ns/a": "8", "ns/b": "5",
+                                                               "ns/e": "9"})"));
 
   // Resync re-delivers every object as an update of itself.
   informer.Resync();
@@ -703,6 +734,32 @@ TEST(InformerFeedTest, FactoryTransformsOneResourceItsOwnWay) {
   node["spec"] = {{"unschedulable", true}};
   nodes.Replace({node}, "2");
   EXPECT_TRUE(nodes.Get("n1")->contains("spec"));
+}
+
+// SetStorage reaches the informers of that resource made after it, and no
+// other; a compact cache keeps what the transform left, byte for byte.
+TEST(InformerFeedTest, FactoryKeepsOneResourceCompact) {
+  SharedInformerFactory factory(nullptr);
+  Informer& before = factory.For(resources::kPods, "ns", "app=before");
+  factory.SetStorage(resources::kPods, Storage::kCompact);
+  Informer& pods = factory.For(resources::kPods, "ns", "app=x");
+  Informer& nodes = factory.For(resources::kNodes);
+  EXPECT_EQ(before.options().storage, Storage::kTree);
+  EXPECT_EQ(pods.options().storage, Storage::kCompact);
+  EXPECT_EQ(nodes.options().storage, Storage::kTree);
+
+  Json pod = Pod("p1", "n1");
+  pod["metadata"]["namespace"] = "ns";
+  pod["metadata"]["labels"] = {{"app", "x"}, {"unicode", "gr\u00fc\u00df"}};
+  pod["spec"]["priority"] = -7;
+  pod["spec"]["overhead"] = {{"ratio", 0.25}, {"none", nullptr}, {"list", Json::array()}};
+  pod["metadata"]["managedFields"] = Json::array({{{"manager", "kubelet"}}});
+  pods.Replace({pod}, "1");
+  Json expected = pod;
+  expected["metadata"].erase("managedFields");  // the default transform ran first
+  EXPECT_EQ(*pods.Get("ns/p1"), expected);
+  EXPECT_EQ(pods.ByIndex(kNodeNameIndex, "n1").size(), 1u);
+  EXPECT_EQ(*pods.List().at(0), expected);
 }
 
 TEST_F(InformerTest, PeriodicResyncRedeliversUpdates) {
