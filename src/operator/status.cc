@@ -70,11 +70,15 @@ std::string Failure(const Json& terminated) {
 
 }  // namespace
 
+bool BlocksValidation(const Json& pod) {
+  return !kube::IsPodReady(pod) && !kube::IsBeingDeleted(pod);
+}
+
 std::vector<std::string> ValidationBlockers(const std::vector<kube::ObjectPtr>& pods) {
   std::vector<std::string> out;
   for (const kube::ObjectPtr& p : pods) {
     const Json& pod = *p;
-    if (kube::IsPodReady(pod) || kube::IsBeingDeleted(pod)) continue;
+    if (!BlocksValidation(pod)) continue;
     std::string node = kube::PodNodeName(pod);
     if (node.empty()) node = "(unscheduled pod " + kube::Name(pod) + ")";
     const Json& inits = Field(Field(pod, "status"), "initContainerStatuses");

@@ -41,6 +41,8 @@ ComponentState EvaluateComponent(Component c, bool enabled,
 // container statuses in order (the checks run one after another): the first
 // that has not exited 0 blocks. Ready pods give nothing.
 std::vector<std::string> ValidationBlockers(const std::vector<kube::ObjectPtr>& validator_pods);
+// Whether ValidationBlockers names this pod: neither Ready nor terminating.
+bool BlocksValidation(const nlohmann::json& validator_pod);
 
 struct StatusInput {
   Status reconcile_error;  // OK, or why this pass failed
