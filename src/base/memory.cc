@@ -49,4 +49,16 @@ void ReleaseFreeHeap() {
 #endif
 }
 
+bool ReleaseFreeHeapOver(size_t free_bytes) {
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  // fordblks: free bytes in every arena, the top chunks included.
+  if (mallinfo2().fordblks <= free_bytes) return false;
+  malloc_trim(0);
+  return true;
+#else
+  (void)free_bytes;
+  return false;
+#endif
+}
+
 }  // namespace gpuop

@@ -30,4 +30,16 @@ Result<size_t> PageOutExecutable();
 // malloc_trim then walks an arena that was never set up) and without glibc.
 void ReleaseFreeHeap();
 
+// How often a waiting long-running component looks at its free heap, and how
+// much free heap it tolerates before handing it back (ReleaseFreeHeap). A
+// burst of work (thousands of watch events, each parsed whole before it is
+// projected) leaves free chunks between the allocations the process keeps,
+// which glibc only returns on a trim: Go's runtime scavenges the same way.
+inline constexpr std::chrono::seconds kHeapScavengePeriod{10};
+inline constexpr size_t kHeapScavengeFreeBytes = size_t{2} << 20;
+
+// ReleaseFreeHeap when more than `free_bytes` of the heap is free; whether it
+// did. False under AddressSanitizer and without glibc.
+bool ReleaseFreeHeapOver(size_t free_bytes);
+
 }  // namespace gpuop

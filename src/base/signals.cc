@@ -74,8 +74,13 @@ int StopSignals::Wait(std::stop_token stop) {
       LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
     }
   }
+  const int scavenge_ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kHeapScavengePeriod).count());
   while (!stop.stop_requested()) {
-    if (int sig = Poll(-1); sig != 0) return sig;
+    if (int sig = Poll(scavenge_ms); sig != 0) return sig;
+    if (!stop.stop_requested() && ReleaseFreeHeapOver(kHeapScavengeFreeBytes)) {
+      LogDebug("handed free heap back to the kernel", {});
+    }
   }
   return 0;
 }

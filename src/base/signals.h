@@ -26,7 +26,8 @@ class StopSignals {
   // The next signal, or 0 once `stop` is requested. The first Wait that sees
   // nothing for kStartupSettle (base/memory.h) pages out the executable and
   // goes on waiting: a component waits here once it has started, so what only
-  // its start ran leaves its memory.
+  // its start ran leaves its memory. While it waits, it hands free heap back
+  // every kHeapScavengePeriod (ReleaseFreeHeapOver).
   int Wait(std::stop_token stop = {});
   // The next signal within `timeout`, else 0.
   int WaitFor(std::chrono::milliseconds timeout);

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "base/process.h"
 
@@ -71,6 +73,28 @@ TEST(PageOutExecutableTest, ReleasesTheExecutablesPages) {
   // of a sanitizer build's test binary. How much was resident before depends
   // on the code's layout (2.6 MiB with unity sources, more without).
   EXPECT_LT(after, before * 3 / 4) << "before " << before << " KiB, after " << after << " KiB";
+}
+
+// Free heap between the allocations a process keeps goes back to the kernel
+// only on a trim; the scavenger trims when there is enough of it to matter.
+TEST(ReleaseFreeHeapOverTest, TrimsOnlyPastTheThreshold) {
+  // Every 64th 1 KiB block kept, the rest freed: ~16 MiB of holes that no
+  // trim at the heap's top can return.
+  std::vector<std::unique_ptr<char[]>> blocks(16384);
+  for (auto& block : blocks) {
+    block = std::make_unique<char[]>(1024);
+    block[0] = 1;
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i % 64 != 0) blocks[i].reset();
+  }
+  EXPECT_FALSE(ReleaseFreeHeapOver(size_t{1} << 40));
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_TRUE(ReleaseFreeHeapOver(size_t{1} << 20));
+#else
+  // ASan's allocator (or another libc's) has no malloc_trim to call.
+  EXPECT_FALSE(ReleaseFreeHeapOver(size_t{1} << 20));
+#endif
 }
 
 }  // namespace
