@@ -14,7 +14,8 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-build: deps
+build:
+	@scripts/install-deps.sh --demo
 	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DGPUOP_WERROR=OFF -DGPUOP_BUILD_TESTS=OFF -DGPUOP_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
@@ -30,7 +31,7 @@ test: deps
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-bench: build
+bench: deps build
 	@cmake -S . -B $(BUILD) -DGPUOP_BUILD_BENCH=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@scripts/bench.sh $(BUILD)

