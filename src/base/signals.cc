@@ -85,4 +85,14 @@ int StopSignals::Wait(std::stop_token stop) {
   return 0;
 }
 
+StopOnSignal::StopOnSignal(StopSignals& signals)
+    : waiter_([this, &signals] {
+        if (signals.Wait(finished_.get_token()) != 0) stop_.request_stop();
+      }) {}
+
+StopOnSignal::~StopOnSignal() {
+  finished_.request_stop();
+  waiter_.join();
+}
+
 }  // namespace gpuop

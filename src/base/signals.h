@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <stop_token>
+#include <thread>
 
 namespace gpuop {
 
@@ -41,6 +42,23 @@ class StopSignals {
   int signal_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd a stop request writes to
   bool paged_out_ = false;
+};
+
+// For a command that runs one thing to its end (a validation, the driver
+// pod's init step): while it lives, a stop signal requests stop on token().
+// Its destructor stops the wait and joins it.
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(StopSignals& signals);
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+  std::stop_token token() const { return stop_.get_token(); }
+
+ private:
+  std::stop_source stop_, finished_;
+  std::jthread waiter_;
 };
 
 }  // namespace gpuop

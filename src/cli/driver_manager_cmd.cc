@@ -47,16 +47,14 @@ int RunUninstallDriver(const GlobalOptions& g, const DriverManagerFlags& f) {
   kube::EventRecorder events(**client,
                              {.component = "nvidia-driver-manager", .host = o->node_name});
 
-  // SIGTERM (the pod is deleted) ends the run; it still restores the labels.
-  std::stop_source stop, finished;
-  std::jthread waiter([&] {
-    if (signals.Wait(finished.get_token()) != 0) stop.request_stop();
-  });
-  Status s = driver_manager::UninstallDriver(
-      *o, {.client = **client, .kernel = **kernel, .events = events}, stop.get_token());
-  events.Flush(std::chrono::seconds(5));
-  finished.request_stop();
-  waiter.join();
+  Status s = Status::Ok();
+  {
+    // SIGTERM (the pod is deleted) ends the run; it still restores the labels.
+    StopOnSignal stop(signals);
+    s = driver_manager::UninstallDriver(
+        *o, {.client = **client, .kernel = **kernel, .events = events}, stop.token());
+    events.Flush(std::chrono::seconds(5));
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "gpuop driver-manager: %s\n", s.message().c_str());
     return kExitFailure;

@@ -120,39 +120,30 @@ int RunValidator(const GlobalOptions& g, const ValidatorFlags& f, bool exporter_
     }
   }
 
-  // SIGTERM/SIGINT stop whatever runs; its end stops the wait for them.
-  std::stop_source stop, finished;
-  std::jthread waiter([&] {
-    if (signals.Wait(finished.get_token()) != 0) stop.request_stop();
-  });
-  auto finish = [&](int rc) {
-    finished.request_stop();
-    waiter.join();
-    return rc;
-  };
-
+  // SIGTERM/SIGINT stop whatever runs.
+  StopOnSignal stop(signals);
   switch (o.component) {
     case validator::Component::kMain: {
-      Status s = validator::RunMain(o, stop.get_token());
-      return finish(s.ok() ? kExitOk : Fail("validator", s));
+      Status s = validator::RunMain(o, stop.token());
+      return s.ok() ? kExitOk : Fail("validator", s);
     }
     case validator::Component::kMetrics: {
       if (o.metrics_port <= 0) {
         std::fprintf(stderr,
                      "gpuop validator: the metrics component needs METRICS_PORT (NVIDIA's "
                      "node-status exporter uses 8000)\n");
-        return finish(kExitUsage);
+        return kExitUsage;
       }
       auto e = validator::Exporter::Start(o, client.get(), ":" + std::to_string(o.metrics_port),
                                           std::chrono::seconds(30));
-      if (!e.ok()) return finish(Fail("validator", e.status()));
+      if (!e.ok()) return Fail("validator", e.status());
       LogInfo("node-status exporter serving", {{"port", (*e)->port()}, {"node", o.node_name}});
-      WaitForStop(stop.get_token());
-      return finish(kExitOk);
+      WaitForStop(stop.token());
+      return kExitOk;
     }
     default: {
-      Status s = validator::RunCheck(o, client.get(), stop.get_token());
-      return finish(s.ok() ? kExitOk : Fail("validator", s));
+      Status s = validator::RunCheck(o, client.get(), stop.token());
+      return s.ok() ? kExitOk : Fail("validator", s);
     }
   }
 }

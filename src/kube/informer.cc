@@ -649,12 +649,22 @@ Json Informer::Describe() const {
               {"fieldSelector", options_.field_selector},
               {"synced", HasSynced()}};
   Json objects = Json::object();
+  size_t bytes = 0;
   {
     ReaderMutexLock lock(cache_mu_);
     out["resourceVersion"] = last_resource_version_;
-    for (const auto& [key, entry] : objects_) objects[key] = ResourceVersion(*Load(entry));
+    for (const auto& [key, entry] : objects_) {
+      objects[key] = ResourceVersion(*Load(entry));
+      if (entry.bytes) bytes += entry.bytes->size();
+    }
   }
   out["objects"] = std::move(objects);
+  if (options_.storage == Storage::kCompact) {
+    out["storage"] = "compact";
+    out["compactBytes"] = bytes;  // what the objects' CBOR adds up to
+  } else {
+    out["storage"] = "tree";
+  }
   return out;
 }
 

@@ -201,8 +201,9 @@ class Informer {
   // /debug/informers): {"name", "resource": "apps/v1/daemonsets", "path" (the
   // collection to list), "namespace", "labelSelector", "fieldSelector",
   // "synced", "resourceVersion": LastResourceVersion(), "objects": {key:
-  // metadata.resourceVersion}}. Objects and resourceVersion are one snapshot;
-  // no object is copied.
+  // metadata.resourceVersion}, "storage": "tree" or "compact", and for a
+  // compact cache "compactBytes": the size of its objects' bytes}. Objects
+  // and resourceVersion are one snapshot; no object is copied.
   Json Describe() const;
 
  private:
