@@ -213,7 +213,6 @@ bool Informer::ListAndReplace() {
     }
     // Every page reports the resourceVersion of the list's snapshot.
     if (list_options.continue_token.empty()) resource_version = page->resource_version;
-    objects.reserve(objects.size() + page->items.size());
     StoreAll(std::move(page->items), &objects);
     list_options.continue_token = std::move(page->continue_token);
     if (list_options.continue_token.empty()) break;
