@@ -14,9 +14,9 @@ then, as the DaemonSet controller and the kubelets would, creates each GPU
 node's validator and driver pods (from the DaemonSets the operator wrote,
 Running and Ready), waits until the operator's pod caches hold every one
 (/debug/informers) and measures its memory again, 5 s and 12 s later (a
-waiting component hands free heap back every 10 s: base/memory.h), with the
-CPU it uses in the 10 s after that: the operator caches those two pods of every GPU node,
-so they belong in its footprint at scale.
+waiting component hands free heap back every 10 s: base/memory.h), and the
+CPU it uses in the 10 s after that: the operator caches those two pods of
+every GPU node, so they belong in its footprint at scale.
 
 Usage: scripts/bench_operator.py [BUILD_DIR] [NODES...]   (default: build 1000 5000)
 """
