@@ -119,7 +119,8 @@ k apply -f "$src_dir/deploy/samples/clusterpolicy.yaml" >/dev/null
 # looks for it every 2 s and, once it is there, goes on at once and says so.
 cp_message() { k get clusterpolicy cluster-policy -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
 wait_for "the ClusterPolicy naming the missing namespace" bash -c "$(declare -f k cp_message); cp_message | grep -q 'namespaces \"gpu-operator\" not found'"
-grep -q "waiting for the operator's namespace" "$tmp/operator.log" || fail "no log line about the missing namespace"
+# The status is patched before the warning is logged: wait for both.
+wait_for "a log line about the missing namespace" grep -q "waiting for the operator's namespace" "$tmp/operator.log"
 k create namespace gpu-operator >/dev/null
 created=$SECONDS
 wait_for "DaemonSets once the namespace exists" k -n gpu-operator get ds nvidia-device-plugin-daemonset
