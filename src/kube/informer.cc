@@ -542,18 +542,18 @@ void Informer::ReplaceObjects(std::vector<std::pair<std::string, Entry>> objects
   objects = {};
 
   MutexLock dispatch(dispatch_mu_);
-  // Keys only: a compact cache decodes each object when it is dispatched.
-  std::vector<std::string> added, updated;
+  // Entries, not objects: a compact cache decodes each one when it is
+  // dispatched. Updated: the key and the old entry.
+  std::vector<std::string> added;
+  std::vector<std::pair<std::string, Entry>> updated;
   std::vector<Entry> deleted;
-  std::unordered_map<std::string, Entry> before;  // the updated objects' old entries
   // objects_ is only written under dispatch_mu_, which this thread holds.
   for (auto& [key, entry] : fresh) {
     auto it = objects_.find(key);
     if (it == objects_.end()) {
       added.push_back(key);
     } else if (ResourceVersion(*Load(it->second)) != ResourceVersion(*Load(entry))) {
-      updated.push_back(key);
-      before.emplace(key, it->second);
+      updated.emplace_back(key, it->second);
     } else {
       entry = it->second;  // unchanged: keep the snapshot readers may hold
     }
@@ -576,7 +576,7 @@ void Informer::ReplaceObjects(std::vector<std::pair<std::string, Entry>> objects
   // objects_ changes only under dispatch_mu_, still held: every key is there.
   auto current = [&](const std::string& key) { return Load(objects_.find(key)->second); };
   for (const std::string& key : added) DispatchAdd(current(key));
-  for (const std::string& key : updated) DispatchUpdate(Load(before.at(key)), current(key));
+  for (const auto& [key, old] : updated) DispatchUpdate(Load(old), current(key));
   for (const Entry& entry : deleted) DispatchDelete(Load(entry));
   SetSynced();
 }

@@ -447,13 +447,20 @@ int RunToolkit(const ToolkitOptions& options) {
     pthread_kill(main_thread, SIGUSR1);  // wake sigwait
   });
   // Once started (kStartupSettle without a signal), the executable's pages
-  // that only the start ran are paged out (base/memory.h).
+  // that only the start ran are paged out, and free heap goes back every
+  // kHeapScavengePeriod (base/memory.h), as in StopSignals::Wait.
   bool paged_out = false;
   const timespec settle{kStartupSettle.count(), 0};
+  const timespec scavenge{kHeapScavengePeriod.count(), 0};
   for (;;) {
-    const int sig = sigtimedwait(&set, nullptr, paged_out ? nullptr : &settle);
+    const int sig = sigtimedwait(&set, nullptr, paged_out ? &scavenge : &settle);
     if (sig < 0) {
-      if (errno == EAGAIN && !std::exchange(paged_out, true)) (void)PageOutExecutable();
+      if (errno != EAGAIN) continue;
+      if (!std::exchange(paged_out, true)) {
+        (void)PageOutExecutable();
+      } else {
+        (void)ReleaseFreeHeapOver(kHeapScavengeFreeBytes);
+      }
       continue;
     }
     if (sig == SIGHUP) {
