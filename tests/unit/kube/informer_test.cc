@@ -457,15 +457,16 @@ TEST_F(InformerTest, BookmarksKeepTheResourceVersionFresh) {
 // its history; once writers and faults stop, the cache (and the state the
 // handlers rebuilt from events alone) equals the server's, key for key and
 // resourceVersion for resourceVersion.
+std::string StorageName(const ::testing::TestParamInfo<Storage>& info) {
+  return info.param == Storage::kTree ? "Tree" : "Compact";
+}
+
 // Either way of keeping the cache (a compact one re-encodes every page of
 // every re-list) goes through the same churn and faults.
 class InformerChurnTest : public InformerTest, public ::testing::WithParamInterface<Storage> {};
 
 INSTANTIATE_TEST_SUITE_P(Storage, InformerChurnTest,
-                         ::testing::Values(Storage::kTree, Storage::kCompact),
-                         [](const ::testing::TestParamInfo<Storage>& info) {
-                           return info.param == Storage::kTree ? "Tree" : "Compact";
-                         });
+                         ::testing::Values(Storage::kTree, Storage::kCompact), StorageName);
 
 TEST_P(InformerChurnTest, CacheConvergesUnderChurnAndFaults) {
   constexpr int kInitial = 1000;
@@ -600,10 +601,7 @@ TEST_F(InformerTest, FactorySharesOneInformerPerCollection) {
 class InformerStorageTest : public ::testing::TestWithParam<Storage> {};
 
 INSTANTIATE_TEST_SUITE_P(Storage, InformerStorageTest,
-                         ::testing::Values(Storage::kTree, Storage::kCompact),
-                         [](const ::testing::TestParamInfo<Storage>& info) {
-                           return info.param == Storage::kTree ? "Tree" : "Compact";
-                         });
+                         ::testing::Values(Storage::kTree, Storage::kCompact), StorageName);
 
 TEST_P(InformerStorageTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
   InformerOptions options;
