@@ -92,6 +92,8 @@ version=$("$gpuop" version | sed -n '1s/^gpuop //p')
 
 echo "--- cluster up"
 "$gpuop" sim cluster up --dir "$dir" --nodes dgx-h100,l40s-4,cpu --timeout 120
+# Its containers are labelled gpuop.sim/cluster=$key.
+key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
 [[ $(k get nodes --no-headers | grep -c ' Ready ') == 3 ]] || fail "3 Ready nodes expected: $(k get nodes)"
 h100_ip=$(k get node dgx-h100 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
 l40s_ip=$(k get node l40s-4 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
@@ -299,9 +301,18 @@ k delete -f "$dir/web.yaml" --ignore-not-found --wait=false >/dev/null
 
 echo "--- faults"
 # The device plugin's container killed: the kubelet restarts it.
-dp=$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1)
+# The container of the device plugin pod now on dgx-h100, by its pod's name
+# and this cluster's key: another cluster on the host (one a killed run left)
+# labels its nodes the same.
+dp_container() {
+  local pod
+  pod=$(kubectl get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].metadata.name}')
+  podman ps --filter "label=gpuop.sim/cluster=$key" --filter "label=io.kubernetes.pod.name=$pod" \
+    --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1
+}
+dp=$(dp_container)
 [[ -n "$dp" ]] || fail "no device plugin container on dgx-h100"
-podman kill "$dp" >/dev/null
+podman kill "$dp" >/dev/null 2>"$dir/kill.err" || fail "podman kill $dp: $(cat "$dir/kill.err")"
 restarts() { k get pods -n gpu-operator -l app=nvidia-device-plugin-daemonset --field-selector spec.nodeName=dgx-h100 -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}'; }
 # Restarted and Ready (its readiness probe: serving, health monitor on), so
 # the XID below is not lost in the gap before its NVML event set exists.
@@ -311,12 +322,12 @@ wait_until 60 "allocatable back to 8" bash -c "[[ \$(kubectl get node dgx-h100 -
 # directory is emptied; the plugin (not restarted) must register again, and
 # the exporter find the pod-resources API again.
 dp_restarts=$(restarts)
-dp_log() { podman logs "$(podman ps --filter label=gpuop.sim/node=dgx-h100 --filter label=io.kubernetes.container.name=nvidia-device-plugin --format '{{.Names}}' | head -1)" 2>&1; }
+dp_log() { podman logs "$(dp_container)" 2>&1; }
 "$gpuop" sim cluster restart-kubelet --dir "$dir" --node dgx-h100 --down 2 >/dev/null ||
   fail "gpuop sim cluster restart-kubelet"
 k get events --field-selector involvedObject.kind=Node,involvedObject.name=dgx-h100,reason=Starting -o name | grep -q . ||
   fail "no Starting event on node dgx-h100 after the kubelet restart"
-wait_until 60 "the device plugin registering again after the kubelet restart" bash -c "$(declare -f dp_log); dp_log | grep -q 'kubelet restart'"
+wait_until 60 "the device plugin registering again after the kubelet restart" bash -c "key=$key; $(declare -f dp_container dp_log); dp_log | grep -q 'kubelet restart'"
 wait_until 60 "allocatable back to 8 after the kubelet restart" bash -c "[[ \$(kubectl get node dgx-h100 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}') == 8 ]]"
 [[ $(restarts) == "$dp_restarts" ]] || fail "the device plugin restarted with the kubelet ($dp_restarts -> $(restarts) restarts)"
 wait_until 60 "the exporter attributing two-gpus after the kubelet restart" bash -c "[[ \"\$(curl -sf http://$h100_ip:9400/metrics | grep '^DCGM_FI_DEV_GPU_TEMP{' | grep -c 'pod=\"two-gpus\"')\" == 2 ]]"
@@ -477,7 +488,6 @@ python3 "$(dirname "$0")/rbac_check.py" gpu-operator "$dir/audit.log" "$dir"/rba
   fail "RBAC: a request denied or a grant unused (above)"
 
 echo "--- down"
-key=$(python3 -c "import json; print(json.load(open('$dir/cluster.json'))['key'])")
 "$gpuop" sim cluster down --dir "$dir"
 left=$(podman ps -a --filter "label=gpuop.sim/cluster=$key" --format '{{.Names}}')
 [[ -z "$left" ]] || fail "containers left after down: $left"

@@ -177,6 +177,7 @@ class Churn:
         self.counts = {}
         self.faults_until = 0.0
         self.resets = []  # (when, node, gpu): GPUs waiting for their reset
+        self.cluster_key = json.load(open(os.path.join(args.dir, "cluster.json")))["key"]
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -233,7 +234,10 @@ class Churn:
 
     def kill(self):
         node, container = self.rng.choice(GPU_NODES), self.rng.choice(KILLABLE)
-        names = subprocess.run(["podman", "ps", "--filter", "label=gpuop.sim/node=" + node, "--filter",
+        # This cluster's containers only: another cluster on the host (a test
+        # beside it, or one a killed run left) labels its nodes the same.
+        names = subprocess.run(["podman", "ps", "--filter", "label=gpuop.sim/cluster=" + self.cluster_key,
+                                "--filter", "label=gpuop.sim/node=" + node, "--filter",
                                 "label=io.kubernetes.container.name=" + container, "--format", "{{.Names}}"],
                                capture_output=True, text=True).stdout.split()
         if names:
