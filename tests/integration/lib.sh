@@ -50,6 +50,12 @@ report_failures() { ((failures == 0)) || printf 'FAIL: %s\n' "${failed[@]}" >&2;
 # tests, tests/CMakeLists.txt): it fails, and its EXIT trap still runs (takes
 # its cluster down, shows what it saw).
 trap 'fail "stopped by SIGTERM (a timeout?) at line $LINENO"; exit 143' TERM
+# A command that stops a `set -e` script is a failure too: named and counted,
+# so its EXIT trap shows what the test saw (a bare `podman kill` that failed
+# once ended a cluster test with nothing said).
+if [[ $- == *e* ]]; then
+  trap 'fail "line $LINENO: \`$BASH_COMMAND\` failed (exit $?)"' ERR
+fi
 
 # k ARGS...: kubectl that gives up on a request the API does not answer.
 k() { kubectl --request-timeout=20s "$@"; }
