@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -42,6 +43,14 @@ void CallHandler(const std::string& informer, std::string_view what, Fn&& fn) {
   }
 }
 
+// Where `key` goes among keys in key order.
+std::vector<const std::string*>::iterator KeyPosition(std::vector<const std::string*>& keys,
+                                                      const std::string& key) {
+  return std::lower_bound(
+      keys.begin(), keys.end(), key,
+      [](const std::string* filed, const std::string& k) { return *filed < k; });
+}
+
 }  // namespace
 
 std::vector<std::string> IndexByNamespace(const Json& obj) {
@@ -66,11 +75,6 @@ std::vector<std::string> IndexByName(const Json& obj) {
   return {std::move(name)};
 }
 
-IndexFunc NodeNameIndexFor(const Resource& resource) {
-  if (resource.group.empty() && resource.resource == "nodes") return IndexByName;
-  return IndexBySpecNodeName;
-}
-
 void StripManagedFields(Json& obj) {
   auto meta = obj.find("metadata");
   if (meta != obj.end() && meta->is_object()) meta->erase("managedFields");
@@ -83,8 +87,9 @@ Informer::Informer(Client* client, InformerOptions options)
       options_(std::move(options)),
       name_(InformerName(options_)),
       backoff_(options_.initial_backoff, options_.max_backoff) {
-  indexes_.emplace(std::string(kNamespaceIndex), Index{IndexByNamespace, {}});
-  indexes_.emplace(std::string(kNodeNameIndex), Index{NodeNameIndexFor(options_.resource), {}});
+  if (options_.resource.group.empty() && options_.resource.resource == "pods") {
+    indexes_.emplace(std::string(kNodeNameIndex), Index{IndexBySpecNodeName, {}});
+  }
 }
 
 Informer::~Informer() { Stop(); }
@@ -356,12 +361,22 @@ Status Informer::AddIndex(std::string name, IndexFunc index) {
   }
   Index& added = indexes_[name];
   added.func = std::move(index);
+  RebuildIndexLocked(added);
+  return Status::Ok();
+}
+
+void Informer::RebuildIndexLocked(Index& index) {
+  index.entries.clear();
   for (const auto& [key, entry] : objects_) {
-    for (std::string& value : added.func(*Load(entry))) {
-      added.entries[std::move(value)].insert(key);
+    for (std::string& value : index.func(*Load(entry))) {
+      index.entries[std::move(value)].push_back(&key);
     }
   }
-  return Status::Ok();
+  // One sort per value, not an ordered insert per key.
+  for (auto& [value, keys] : index.entries) {
+    std::sort(keys.begin(), keys.end(),
+              [](const std::string* a, const std::string* b) { return *a < *b; });
+  }
 }
 
 std::vector<std::string> Informer::IndexKeys(std::string_view index, std::string_view value) const {
@@ -370,7 +385,10 @@ std::vector<std::string> Informer::IndexKeys(std::string_view index, std::string
   if (it == indexes_.end()) return {};
   auto entry = it->second.entries.find(std::string(value));
   if (entry == it->second.entries.end()) return {};
-  return {entry->second.begin(), entry->second.end()};
+  std::vector<std::string> keys;
+  keys.reserve(entry->second.size());
+  for (const std::string* key : entry->second) keys.push_back(*key);
+  return keys;
 }
 
 std::vector<ObjectPtr> Informer::ByIndex(std::string_view index, std::string_view value) const {
@@ -382,8 +400,8 @@ std::vector<ObjectPtr> Informer::ByIndex(std::string_view index, std::string_vie
     auto filed = it->second.entries.find(std::string(value));
     if (filed == it->second.entries.end()) return {};
     entries.reserve(filed->second.size());
-    for (const std::string& key : filed->second) {
-      auto obj = objects_.find(key);
+    for (const std::string* key : filed->second) {
+      auto obj = objects_.find(*key);
       if (obj != objects_.end()) entries.push_back(obj->second);
     }
   }
@@ -393,20 +411,36 @@ std::vector<ObjectPtr> Informer::ByIndex(std::string_view index, std::string_vie
   return out;
 }
 
+namespace {
+
+void File(std::unordered_map<std::string, std::vector<const std::string*>>& entries,
+          std::string value, const std::string& key) {
+  std::vector<const std::string*>& keys = entries[std::move(value)];
+  auto at = KeyPosition(keys, key);
+  if (at == keys.end() || **at != key) keys.insert(at, &key);
+}
+
+void Unfile(std::unordered_map<std::string, std::vector<const std::string*>>& entries,
+            const std::string& value, const std::string& key) {
+  auto entry = entries.find(value);
+  if (entry == entries.end()) return;
+  std::vector<const std::string*>& keys = entry->second;
+  auto at = KeyPosition(keys, key);
+  if (at != keys.end() && **at == key) keys.erase(at);
+  if (keys.empty()) entries.erase(entry);
+}
+
+}  // namespace
+
 void Informer::IndexAddLocked(const std::string& key, const Json& obj) {
   for (auto& [name, index] : indexes_) {
-    for (std::string& value : index.func(obj)) index.entries[std::move(value)].insert(key);
+    for (std::string& value : index.func(obj)) File(index.entries, std::move(value), key);
   }
 }
 
 void Informer::IndexRemoveLocked(const std::string& key, const Json& obj) {
   for (auto& [name, index] : indexes_) {
-    for (const std::string& value : index.func(obj)) {
-      auto entry = index.entries.find(value);
-      if (entry == index.entries.end()) continue;
-      entry->second.erase(key);
-      if (entry->second.empty()) index.entries.erase(entry);
-    }
+    for (const std::string& value : index.func(obj)) Unfile(index.entries, value, key);
   }
 }
 
@@ -415,18 +449,30 @@ ObjectPtr Informer::Intern(Json obj) const {
   return std::make_shared<const Json>(std::move(obj));
 }
 
+namespace {
+
+// `size` bytes from `data` in one allocation with their reference count.
+std::shared_ptr<const uint8_t[]> CopyBytes(const char* data, size_t size) {
+  auto bytes = std::make_shared_for_overwrite<uint8_t[]>(size);
+  std::memcpy(bytes.get(), data, size);
+  return bytes;
+}
+
+}  // namespace
+
 Informer::Entry Informer::Store(const ObjectPtr& obj) const {
-  if (options_.storage == Storage::kTree) return {obj, nullptr};
+  if (options_.storage == Storage::kTree) return {obj, nullptr, 0};
   std::string bytes;
   Json::to_cbor(*obj, bytes);
   // A copy of exactly its size (the encoder grew `bytes` by doubling).
-  return {nullptr, std::make_shared<const std::string>(bytes.data(), bytes.size())};
+  return {nullptr, CopyBytes(bytes.data(), bytes.size()), bytes.size()};
 }
 
 ObjectPtr Informer::Load(const Entry& entry) {
   if (entry.tree) return entry.tree;
   // The bytes were written by Store from a valid object.
-  return std::make_shared<const Json>(Json::from_cbor(*entry.bytes));
+  const uint8_t* bytes = entry.bytes.get();
+  return std::make_shared<const Json>(Json::from_cbor(bytes, bytes + entry.size));
 }
 
 void Informer::ApplyEvent(WatchEvent event) {
@@ -458,7 +504,7 @@ void Informer::ApplyEvent(WatchEvent event) {
     if (it != objects_.end()) {
       old = Load(it->second);
       if (deleted) {
-        IndexRemoveLocked(key, *old);
+        IndexRemoveLocked(it->first, *old);
         objects_.erase(it);
       } else {
         // Re-file only under the indexes whose values changed.
@@ -466,19 +512,14 @@ void Informer::ApplyEvent(WatchEvent event) {
           std::vector<std::string> before = index.func(*old);
           std::vector<std::string> after = index.func(*obj);
           if (before == after) continue;
-          for (const std::string& value : before) {
-            auto entry = index.entries.find(value);
-            if (entry == index.entries.end()) continue;
-            entry->second.erase(key);
-            if (entry->second.empty()) index.entries.erase(entry);
-          }
-          for (std::string& value : after) index.entries[std::move(value)].insert(key);
+          for (const std::string& value : before) Unfile(index.entries, value, it->first);
+          for (std::string& value : after) File(index.entries, std::move(value), it->first);
         }
         it->second = Store(obj);
       }
     } else if (!deleted) {
-      IndexAddLocked(key, *obj);
-      objects_.emplace(std::move(key), Store(obj));
+      auto added = objects_.emplace(std::move(key), Store(obj)).first;
+      IndexAddLocked(added->first, *obj);
     }
     if (!rv.empty()) last_resource_version_ = std::move(rv);
   }
@@ -528,8 +569,9 @@ void Informer::StoreAll(std::vector<Json> items,
   items = {};
   size_t begin = 0;
   for (const auto& [key_end, bytes_end] : ends) {
-    auto bytes = std::make_shared<const std::string>(scratch, key_end, bytes_end - key_end);
-    out->emplace_back(scratch.substr(begin, key_end - begin), Entry{nullptr, std::move(bytes)});
+    const size_t size = bytes_end - key_end;
+    out->emplace_back(scratch.substr(begin, key_end - begin),
+                      Entry{nullptr, CopyBytes(scratch.data() + key_end, size), size});
     begin = bytes_end;
   }
 }
@@ -564,8 +606,7 @@ void Informer::ReplaceObjects(std::vector<std::pair<std::string, Entry>> objects
   {
     WriterMutexLock lock(cache_mu_);
     objects_.swap(fresh);
-    for (auto& [name, index] : indexes_) index.entries.clear();
-    for (const auto& [key, entry] : objects_) IndexAddLocked(key, *Load(entry));
+    for (auto& [name, index] : indexes_) RebuildIndexLocked(index);
     last_resource_version_ = std::move(resource_version);
   }
   fresh = {};  // the previous cache: objects no longer referenced are freed here
@@ -654,7 +695,7 @@ Json Informer::Describe() const {
     out["resourceVersion"] = last_resource_version_;
     for (const auto& [key, entry] : objects_) {
       objects[key] = ResourceVersion(*Load(entry));
-      if (entry.bytes) bytes += entry.bytes->size();
+      bytes += entry.size;
     }
   }
   out["objects"] = std::move(objects);

@@ -48,7 +48,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -70,19 +69,19 @@ using ObjectPtr = std::shared_ptr<const Json>;
 // The values an object is filed under in an index (none: not indexed).
 using IndexFunc = std::function<std::vector<std::string>(const Json& obj)>;
 
-// Built-in indexes every informer has.
-inline constexpr std::string_view kNamespaceIndex = "namespace";
+// The one built-in index: a pod informer files its pods under spec.nodeName.
+// Every other index is added by its reader (AddIndex): each costs memory per
+// cached object (10,000 pods filed under their namespace too held 1.4 MB).
 inline constexpr std::string_view kNodeNameIndex = "nodeName";
+// A name for IndexByNamespace, for readers that add it.
+inline constexpr std::string_view kNamespaceIndex = "namespace";
 
 // metadata.namespace (nothing for cluster-scoped objects).
 std::vector<std::string> IndexByNamespace(const Json& obj);
 // spec.nodeName: the node a pod is bound to (nothing when unscheduled).
 std::vector<std::string> IndexBySpecNodeName(const Json& obj);
-// metadata.name: a Node's own node name.
+// metadata.name.
 std::vector<std::string> IndexByName(const Json& obj);
-// The node-name index for a resource: IndexByName for core nodes,
-// IndexBySpecNodeName for everything else.
-IndexFunc NodeNameIndexFor(const Resource& resource);
 
 // Drops metadata.managedFields, which no controller reads and which often
 // doubles an object's size (controller-runtime's default cache transform).
@@ -174,7 +173,7 @@ class Informer {
   std::vector<std::string> ListKeys() const;
   size_t Size() const;
   // Adds an index, built at once over the cached objects. AlreadyExists when
-  // the name is taken (the built-ins included).
+  // the name is taken (kNodeNameIndex on a pod informer included).
   Status AddIndex(std::string name, IndexFunc index);
   // Objects filed under `value` in `index` (empty for an unknown index).
   std::vector<ObjectPtr> ByIndex(std::string_view index, std::string_view value) const;
@@ -207,15 +206,18 @@ class Informer {
   Json Describe() const;
 
  private:
-  // One cached object: its tree (Storage::kTree) or its bytes (kCompact).
+  // One cached object: its tree (Storage::kTree) or its CBOR bytes
+  // (kCompact: one allocation, shared with the readers decoding them).
   struct Entry {
     ObjectPtr tree;
-    std::shared_ptr<const std::string> bytes;
+    std::shared_ptr<const uint8_t[]> bytes;
+    size_t size = 0;
   };
   struct Index {
     IndexFunc func;
-    // value -> keys filed under it (sorted: ByIndex answers in key order)
-    std::unordered_map<std::string, std::set<std::string>> entries;
+    // value -> the keys filed under it, in key order (ByIndex answers in key
+    // order). Each points at its key in objects_, whose nodes never move.
+    std::unordered_map<std::string, std::vector<const std::string*>> entries;
   };
   struct Handler {
     HandlerId id;
@@ -242,9 +244,11 @@ class Informer {
   // Intern and Store each of a list's items, appended to `out` with its key.
   void StoreAll(std::vector<Json> items, std::vector<std::pair<std::string, Entry>>* out) const;
   static ObjectPtr Load(const Entry& entry);
-  // Index maintenance.
+  // Index maintenance. `key` is a key of objects_: the indexes keep its address.
   void IndexAddLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
   void IndexRemoveLocked(const std::string& key, const Json& obj) GPUOP_REQUIRES(cache_mu_);
+  // Files every cached object in `index` anew.
+  void RebuildIndexLocked(Index& index) GPUOP_REQUIRES(cache_mu_);
   // Calls every handler.
   void DispatchAdd(const ObjectPtr& obj) GPUOP_REQUIRES(dispatch_mu_);
   void DispatchUpdate(const ObjectPtr& old, const ObjectPtr& obj) GPUOP_REQUIRES(dispatch_mu_);
