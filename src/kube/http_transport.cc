@@ -530,6 +530,10 @@ std::vector<X509*> ReadCertificates(const std::string& pem) {
 
 struct HttpTransport::State {
   TransportOptions options;
+  // Set up by the first https:// connection (EnsureTls): a client of an
+  // http:// server, or one trusting the system's authorities that never
+  // connects, does not load them (1 MB for Debian's bundle).
+  std::once_flag tls_once;
   SSL_CTX* tls = nullptr;
   // Set when the trust material or the client certificate cannot be used:
   // every TLS request fails with it (the error belongs to the request, as the
@@ -627,6 +631,7 @@ struct HttpTransport::State {
       resp.error_message = std::move(message);
       return nullptr;
     };
+    if (url.tls) std::call_once(tls_once, [this] { SetUpTls(); });
     if (url.tls && tls_setup_error != TransportError::kNone) {
       return fail(tls_setup_error, tls_setup_message);
     }
@@ -837,7 +842,6 @@ HttpTransport::~HttpTransport() = default;
 Result<std::unique_ptr<HttpTransport>> HttpTransport::New(TransportOptions options) {
   auto state = std::make_unique<State>();
   state->options = std::move(options);
-  state->SetUpTls();
   return std::unique_ptr<HttpTransport>(new HttpTransport(std::move(state)));
 }
 

@@ -139,6 +139,7 @@ void FlattenNodeLabels(nlohmann::json& node) {
     }
   }
   meta->erase(labels);
+  flat.shrink_to_fit();  // appending grew it by doubling: up to twice its size, per cached node
   (*meta)[kFlatLabelsField] = std::move(flat);
 }
 
