@@ -530,7 +530,7 @@ std::vector<X509*> ReadCertificates(const std::string& pem) {
 
 struct HttpTransport::State {
   TransportOptions options;
-  // Set up by the first https:// connection (EnsureTls): a client of an
+  // Set up by the first https:// connection (Connect): a client of an
   // http:// server, or one trusting the system's authorities that never
   // connects, does not load them (1 MB for Debian's bundle).
   std::once_flag tls_once;
