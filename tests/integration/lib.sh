@@ -52,10 +52,10 @@ report_failures() { ((failures == 0)) || printf 'FAIL: %s\n' "${failed[@]}" >&2;
 trap 'fail "stopped by SIGTERM (a timeout?) at line $LINENO"; exit 143' TERM
 # A command that stops a `set -e` script is a failure too: named and counted,
 # so its EXIT trap shows what the test saw (a bare `podman kill` that failed
-# once ended a cluster test with nothing said).
-if [[ $- == *e* ]]; then
-  trap 'fail "line $LINENO: \`$BASH_COMMAND\` failed (exit $?)"' ERR
-fi
+# once ended a cluster test with nothing said). Bash runs an ERR trap with or
+# without -e: a command expected to fail between `set +e` and `set -e` is not
+# counted.
+trap 'lib_err_status=$?; [[ $- != *e* ]] || fail "line $LINENO: \`$BASH_COMMAND\` failed (exit $lib_err_status)"' ERR
 
 # k ARGS...: kubectl that gives up on a request the API does not answer.
 k() { kubectl --request-timeout=20s "$@"; }
