@@ -11,6 +11,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+
+#include "base/log.h"
 
 namespace gpuop {
 
@@ -59,6 +62,19 @@ bool ReleaseFreeHeapOver(size_t free_bytes) {
   (void)free_bytes;
   return false;
 #endif
+}
+
+void IdleUpkeep::OnIdle() {
+  if (!std::exchange(paged_out_, true)) {
+    auto bytes = PageOutExecutable();
+    if (bytes.ok()) {
+      LogDebug("paged out the executable's startup pages", {{"mapped_bytes", *bytes}});
+    } else {
+      LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
+    }
+  } else if (ReleaseFreeHeapOver(kHeapScavengeFreeBytes)) {
+    LogDebug("handed free heap back to the kernel", {});
+  }
 }
 
 }  // namespace gpuop

@@ -42,4 +42,21 @@ inline constexpr size_t kHeapScavengeFreeBytes = size_t{2} << 20;
 // did. False under AddressSanitizer and without glibc.
 bool ReleaseFreeHeapOver(size_t free_bytes);
 
+// What a long-running component does with the time it waits idle, for its
+// signal loop: wait at most NextWait() and, when nothing came, call OnIdle().
+// The first idle wait (kStartupSettle) ends its start: PageOutExecutable.
+// Each later one (kHeapScavengePeriod) hands free heap back
+// (ReleaseFreeHeapOver kHeapScavengeFreeBytes). A signal or event cuts a wait
+// short and is not idle: the next wait starts whole again.
+class IdleUpkeep {
+ public:
+  std::chrono::seconds NextWait() const {
+    return paged_out_ ? kHeapScavengePeriod : kStartupSettle;
+  }
+  void OnIdle();
+
+ private:
+  bool paged_out_ = false;
+};
+
 }  // namespace gpuop

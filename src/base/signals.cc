@@ -61,26 +61,11 @@ int StopSignals::Wait(std::stop_token stop) {
     const uint64_t one = 1;
     if (stop_fd_ >= 0) (void)!write(stop_fd_, &one, sizeof one);
   });
-  if (!paged_out_) {
-    // A signal first (a SIGHUP reload, say): the next Wait settles again.
-    const int settle_ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(kStartupSettle).count());
-    if (int sig = Poll(settle_ms); sig != 0 || stop.stop_requested()) return sig;
-    paged_out_ = true;
-    auto bytes = PageOutExecutable();
-    if (bytes.ok()) {
-      LogDebug("paged out the executable's startup pages", {{"mapped_bytes", *bytes}});
-    } else {
-      LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
-    }
-  }
-  const int scavenge_ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(kHeapScavengePeriod).count());
   while (!stop.stop_requested()) {
-    if (int sig = Poll(scavenge_ms); sig != 0) return sig;
-    if (!stop.stop_requested() && ReleaseFreeHeapOver(kHeapScavengeFreeBytes)) {
-      LogDebug("handed free heap back to the kernel", {});
-    }
+    const int wait_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(upkeep_.NextWait()).count());
+    if (int sig = Poll(wait_ms); sig != 0) return sig;
+    if (!stop.stop_requested()) upkeep_.OnIdle();
   }
   return 0;
 }

@@ -14,6 +14,8 @@
 #include <stop_token>
 #include <thread>
 
+#include "base/memory.h"
+
 namespace gpuop {
 
 class StopSignals {
@@ -24,11 +26,10 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // The next signal, or 0 once `stop` is requested. The first Wait that sees
-  // nothing for kStartupSettle (base/memory.h) pages out the executable and
-  // goes on waiting: a component waits here once it has started, so what only
-  // its start ran leaves its memory. While it waits, it hands free heap back
-  // every kHeapScavengePeriod (ReleaseFreeHeapOver).
+  // The next signal, or 0 once `stop` is requested. A component waits here
+  // once it has started, so its idle time does IdleUpkeep's work
+  // (base/memory.h): the executable's start-up pages out, then free heap goes
+  // back every kHeapScavengePeriod.
   int Wait(std::stop_token stop = {});
   // The next signal within `timeout`, else 0.
   int WaitFor(std::chrono::milliseconds timeout);
@@ -41,7 +42,7 @@ class StopSignals {
   sigset_t set_;
   int signal_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd a stop request writes to
-  bool paged_out_ = false;
+  IdleUpkeep upkeep_;  // what this process does while Wait sees nothing
 };
 
 // For a command that runs one thing to its end (a validation, the driver

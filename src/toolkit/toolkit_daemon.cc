@@ -446,21 +446,12 @@ int RunToolkit(const ToolkitOptions& options) {
     done = true;
     pthread_kill(main_thread, SIGUSR1);  // wake sigwait
   });
-  // Once started (kStartupSettle without a signal), the executable's pages
-  // that only the start ran are paged out, and free heap goes back every
-  // kHeapScavengePeriod (base/memory.h), as in StopSignals::Wait.
-  bool paged_out = false;
-  const timespec settle{kStartupSettle.count(), 0};
-  const timespec scavenge{kHeapScavengePeriod.count(), 0};
+  IdleUpkeep upkeep;  // page-out once started, then heap scavenges (base/memory.h)
   for (;;) {
-    const int sig = sigtimedwait(&set, nullptr, paged_out ? &scavenge : &settle);
+    const timespec wait{upkeep.NextWait().count(), 0};
+    const int sig = sigtimedwait(&set, nullptr, &wait);
     if (sig < 0) {
-      if (errno != EAGAIN) continue;
-      if (!std::exchange(paged_out, true)) {
-        (void)PageOutExecutable();
-      } else {
-        (void)ReleaseFreeHeapOver(kHeapScavengeFreeBytes);
-      }
+      if (errno == EAGAIN) upkeep.OnIdle();
       continue;
     }
     if (sig == SIGHUP) {
