@@ -27,6 +27,7 @@ packages=(
   prometheus  # the demo's Prometheus and promtool
   python3 python3-yaml python3-jsonschema time curl
   libc-bin unzip
+  lld-16  # links the Release gpuop in function order (CMakeLists.txt)
 )
 # What only `make test`, `make bench`, `make fuzz` and `make lint` use.
 test_packages=(
