@@ -73,7 +73,11 @@ void IdleUpkeep::OnIdle() {
       LogDebug("keeping the executable's startup pages", {{"why", bytes.status()}});
     }
   } else if (ReleaseFreeHeapOver(kHeapScavengeFreeBytes)) {
-    LogDebug("handed free heap back to the kernel", {});
+    // The burst of work that left the heap this much free is over: the code
+    // it faulted back in (thousands of events' parsing, a reconcile of every
+    // node) goes the way of the start-up code.
+    auto bytes = PageOutExecutable();
+    LogDebug("handed free heap back to the kernel", {{"paged_out", bytes.ok()}});
   }
 }
 

@@ -46,8 +46,10 @@ bool ReleaseFreeHeapOver(size_t free_bytes);
 // signal loop: wait at most NextWait() and, when nothing came, call OnIdle().
 // The first idle wait (kStartupSettle) ends its start: PageOutExecutable.
 // Each later one (kHeapScavengePeriod) hands free heap back
-// (ReleaseFreeHeapOver kHeapScavengeFreeBytes). A signal or event cuts a wait
-// short and is not idle: the next wait starts whole again.
+// (ReleaseFreeHeapOver kHeapScavengeFreeBytes) and, when there was that much,
+// pages the executable out again: a burst of work left it, and the code the
+// burst ran need not stay resident. A signal or event cuts a wait short and
+// is not idle: the next wait starts whole again.
 class IdleUpkeep {
  public:
   std::chrono::seconds NextWait() const {
