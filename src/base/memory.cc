@@ -9,9 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/log.h"
 
@@ -52,10 +56,71 @@ void ReleaseFreeHeap() {
 #endif
 }
 
+namespace {
+
+// One registered compactor. Its own mutex, not the registry's, is held while
+// it runs: a compaction may wait for a cache whose event handler is
+// registering another cache meanwhile.
+struct Compactor {
+  std::mutex mu;
+  std::function<void()> compact;  // empty once removed
+};
+
+struct HeapCompactors {
+  std::mutex mu;
+  int next_id = 1;
+  std::map<int, std::shared_ptr<Compactor>> compactors;
+};
+
+HeapCompactors& Compactors() {
+  static auto* compactors = new HeapCompactors;  // never destroyed: used until exit
+  return *compactors;
+}
+
+}  // namespace
+
+int AddHeapCompactor(std::function<void()> compact) {
+  auto compactor = std::make_shared<Compactor>();
+  compactor->compact = std::move(compact);
+  HeapCompactors& all = Compactors();
+  std::lock_guard lock(all.mu);
+  const int id = all.next_id++;
+  all.compactors.emplace(id, std::move(compactor));
+  return id;
+}
+
+void RemoveHeapCompactor(int id) {
+  std::shared_ptr<Compactor> compactor;
+  {
+    HeapCompactors& all = Compactors();
+    std::lock_guard lock(all.mu);
+    auto it = all.compactors.find(id);
+    if (it == all.compactors.end()) return;
+    compactor = std::move(it->second);
+    all.compactors.erase(it);
+  }
+  std::lock_guard running(compactor->mu);  // waits for a running compaction
+  compactor->compact = nullptr;
+}
+
+void RunHeapCompactors() {
+  std::vector<std::shared_ptr<Compactor>> compactors;
+  {
+    HeapCompactors& all = Compactors();
+    std::lock_guard lock(all.mu);
+    for (const auto& [id, compactor] : all.compactors) compactors.push_back(compactor);
+  }
+  for (const auto& compactor : compactors) {
+    std::lock_guard running(compactor->mu);
+    if (compactor->compact) compactor->compact();
+  }
+}
+
 bool ReleaseFreeHeapOver(size_t free_bytes) {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   // fordblks: free bytes in every arena, the top chunks included.
   if (mallinfo2().fordblks <= free_bytes) return false;
+  RunHeapCompactors();
   malloc_trim(0);
   return true;
 #else

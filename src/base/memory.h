@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 
 #include "base/status.h"
 
@@ -38,9 +39,20 @@ void ReleaseFreeHeap();
 inline constexpr std::chrono::seconds kHeapScavengePeriod{10};
 inline constexpr size_t kHeapScavengeFreeBytes = size_t{2} << 20;
 
-// ReleaseFreeHeap when more than `free_bytes` of the heap is free; whether it
-// did. False under AddressSanitizer and without glibc.
+// When more than `free_bytes` of the heap is free: runs the heap compactors
+// (below), then ReleaseFreeHeap; whether it did. False under
+// AddressSanitizer and without glibc.
 bool ReleaseFreeHeapOver(size_t free_bytes);
+
+// Work that makes free heap returnable, run before a scavenge's trim: a cache
+// whose entries a burst left scattered between the burst's freed temporaries
+// allocates them anew, together, and frees the old ones (Informer::Compact),
+// so whole pages come free. Compactors run one at a time, on the scavenging
+// thread. AddHeapCompactor returns the id RemoveHeapCompactor takes, which
+// waits for that compactor to finish if it is running.
+int AddHeapCompactor(std::function<void()> compact);
+void RemoveHeapCompactor(int id);
+void RunHeapCompactors();
 
 // What a long-running component does with the time it waits idle, for its
 // signal loop: wait at most NextWait() and, when nothing came, call OnIdle().

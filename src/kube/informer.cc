@@ -90,9 +90,15 @@ Informer::Informer(Client* client, InformerOptions options)
   if (options_.resource.group.empty() && options_.resource.resource == "pods") {
     indexes_.emplace(std::string(kNodeNameIndex), Index{IndexBySpecNodeName, {}});
   }
+  if (options_.storage == Storage::kCompact) {
+    heap_compactor_ = AddHeapCompactor([this] { Compact(); });
+  }
 }
 
-Informer::~Informer() { Stop(); }
+Informer::~Informer() {
+  if (heap_compactor_ != 0) RemoveHeapCompactor(heap_compactor_);
+  Stop();
+}
 
 void Informer::Start(std::stop_token stop) {
   MutexLock lock(thread_mu_);
@@ -460,6 +466,40 @@ std::shared_ptr<const uint8_t[]> CopyBytes(const char* data, size_t size) {
 
 }  // namespace
 
+size_t Informer::Compact() {
+  if (options_.storage != Storage::kCompact) return 0;
+  // objects_ is only written under dispatch_mu_: copying it needs no other lock.
+  MutexLock dispatch(dispatch_mu_);
+  const uint64_t events = events_.load();
+  if (objects_.empty() || (events - events_at_compaction_) * 4 < objects_.size()) return 0;
+  std::unordered_map<std::string, Entry> fresh;
+  fresh.reserve(objects_.size());
+  size_t copied = 0;
+  for (const auto& [key, entry] : objects_) {
+    const char* data = reinterpret_cast<const char*>(entry.bytes.get());
+    fresh.emplace(std::string(key), Entry{nullptr, CopyBytes(data, entry.size), entry.size});
+    copied += entry.size;
+  }
+  {
+    WriterMutexLock lock(cache_mu_);
+    // The indexes point at keys of objects_: file each under its copy (no
+    // object is decoded), in vectors allocated with the rest.
+    for (auto& [name, index] : indexes_) {
+      std::unordered_map<std::string, std::vector<const std::string*>> entries;
+      entries.reserve(index.entries.size());
+      for (const auto& [value, keys] : index.entries) {
+        std::vector<const std::string*>& filed = entries[value];
+        filed.reserve(keys.size());
+        for (const std::string* key : keys) filed.push_back(&fresh.find(*key)->first);
+      }
+      index.entries.swap(entries);
+    }
+    objects_.swap(fresh);
+  }
+  events_at_compaction_ = events;
+  return copied;  // the old entries are freed with `fresh` (a reader's snapshot stays)
+}
+
 Informer::Entry Informer::Store(const ObjectPtr& obj) const {
   if (options_.storage == Storage::kTree) return {obj, nullptr, 0};
   std::string bytes;
@@ -609,6 +649,7 @@ void Informer::ReplaceObjects(std::vector<std::pair<std::string, Entry>> objects
     for (auto& [name, index] : indexes_) RebuildIndexLocked(index);
     last_resource_version_ = std::move(resource_version);
   }
+  events_at_compaction_ = events_.load();  // a list's entries are allocated together
   fresh = {};  // the previous cache: objects no longer referenced are freed here
   LogDebug("informer replaced its cache", {{"informer", name_},
                                            {"added", added.size()},

@@ -196,6 +196,16 @@ class Informer {
 
   InformerStats stats() const;
 
+  // Allocates a compact cache's entries, keys and indexes anew, together, and
+  // frees the old ones, when watch events changed a quarter of it or more
+  // since it was listed or last compacted: each event is parsed whole before
+  // its bytes are kept, so after a burst (thousands of pods created) those
+  // bytes lie between the burst's freed temporaries, and every page holding
+  // one stays resident. Readers' snapshots stay valid. The bytes copied; 0
+  // when it did nothing (a tree cache, or too little changed). The heap
+  // scavenger calls it before it trims (base/memory.h AddHeapCompactor).
+  size_t Compact();
+
   // What this cache holds, to check it against the server (the operator's
   // /debug/informers): {"name", "resource": "apps/v1/daemonsets", "path" (the
   // collection to list), "namespace", "labelSelector", "fieldSelector",
@@ -272,6 +282,9 @@ class Informer {
   std::string last_resource_version_ GPUOP_GUARDED_BY(cache_mu_);
 
   Backoff backoff_;  // jitter for retries and watch timeouts
+  // events_ when objects_ was last allocated whole (a list, Compact).
+  uint64_t events_at_compaction_ GPUOP_GUARDED_BY(dispatch_mu_) = 0;
+  int heap_compactor_ = 0;  // the scavenger's handle on Compact (compact caches)
 
   std::atomic<bool> synced_{false};
   mutable std::mutex sync_mu_;

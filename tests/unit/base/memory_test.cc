@@ -97,5 +97,21 @@ TEST(ReleaseFreeHeapOverTest, TrimsOnlyPastTheThreshold) {
 #endif
 }
 
+// The scavenger runs each registered compactor until it is removed.
+TEST(HeapCompactorsTest, RunUntilRemoved) {
+  int first = 0, second = 0;
+  const int a = AddHeapCompactor([&first] { ++first; });
+  const int b = AddHeapCompactor([&second] { ++second; });
+  EXPECT_NE(a, b);
+  RunHeapCompactors();
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 1);
+  RemoveHeapCompactor(a);
+  RunHeapCompactors();
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 2);
+  RemoveHeapCompactor(b);
+}
+
 }  // namespace
 }  // namespace gpuop

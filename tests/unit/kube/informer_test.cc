@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "base/memory.h"
 #include "base/strings.h"
 #include "kube/client.h"
 #include "kube/object.h"
@@ -733,6 +734,78 @@ TEST_P(InformerStorageTest, IndexesFollowEventsAndRelists) {
   pods.ApplyEvent({WatchEvent::Type::kAdded, pod("m", "n3", "x")});
   EXPECT_EQ(pods.IndexKeys("late", "x"), (std::vector<std::string>{"ns/a", "ns/m", "ns/z"}));
   EXPECT_EQ(pods.ByIndex("late", "x").size(), 3u);
+}
+
+// A compaction after a burst of events: the same answers from fresh
+// allocations, old snapshots still readable, events after it filed right.
+TEST_P(InformerStorageTest, CompactKeepsEveryAnswer) {
+  InformerOptions options;
+  options.resource = resources::kPods;
+  options.storage = GetParam();
+  Informer pods(nullptr, options);
+  int version = 0;
+  auto pod = [&version](const std::string& name, const std::string& node) {
+    Json p = Pod(name, node);
+    p["metadata"]["namespace"] = "ns";
+    p["metadata"]["resourceVersion"] = std::to_string(++version);
+    return p;
+  };
+  pods.Replace({pod("a", "n1"), pod("b", "n2")}, "1");
+  EXPECT_EQ(pods.Compact(), 0u) << "just listed: nothing to compact";
+  for (int i = 0; i < 20; ++i) {
+    pods.ApplyEvent({WatchEvent::Type::kAdded, pod("p" + std::to_string(i), i % 2 ? "n1" : "n2")});
+  }
+  pods.ApplyEvent({WatchEvent::Type::kDeleted, pod("b", "n2")});
+  const ObjectPtr before = pods.Get("ns/p3");
+  ASSERT_NE(before, nullptr);
+  const std::vector<std::string> listed = pods.ListKeys();
+  const std::set<std::string> keys(listed.begin(), listed.end());
+  const std::vector<std::string> on_n1 = pods.IndexKeys(kNodeNameIndex, "n1");
+  ASSERT_EQ(on_n1.size(), 11u);
+
+  const size_t copied = pods.Compact();
+  if (GetParam() == Storage::kTree) {
+    EXPECT_EQ(copied, 0u) << "a tree cache has no bytes to copy";
+  } else {
+    EXPECT_GT(copied, 21u * 50) << "21 pods' bytes";
+  }
+  EXPECT_EQ(pods.Compact(), 0u) << "nothing changed since";
+  const std::vector<std::string> after = pods.ListKeys();
+  EXPECT_EQ(std::set<std::string>(after.begin(), after.end()), keys);
+  EXPECT_EQ(pods.IndexKeys(kNodeNameIndex, "n1"), on_n1);
+  EXPECT_EQ(pods.ByIndex(kNodeNameIndex, "n2").size(), 10u);
+  EXPECT_EQ((*pods.Get("ns/p3"))["spec"]["nodeName"], "n1");
+  EXPECT_EQ((*before)["metadata"]["name"], "p3") << "a reader's snapshot outlives the compaction";
+
+  // The indexes point at the new keys: events after the compaction re-file them.
+  pods.ApplyEvent({WatchEvent::Type::kModified, pod("p1", "n2")});
+  pods.ApplyEvent({WatchEvent::Type::kDeleted, pod("p3", "n1")});
+  pods.ApplyEvent({WatchEvent::Type::kAdded, pod("a0", "n1")});
+  EXPECT_EQ(pods.IndexKeys(kNodeNameIndex, "n1").size(), 10u);
+  EXPECT_EQ(pods.IndexKeys(kNodeNameIndex, "n1").front(), "ns/a");
+  EXPECT_EQ(pods.IndexKeys(kNodeNameIndex, "n1")[1], "ns/a0");
+  EXPECT_EQ(pods.IndexKeys(kNodeNameIndex, "n2").size(), 11u);
+  EXPECT_EQ(pods.Get("ns/p3"), nullptr);
+}
+
+// A compact cache registers with the heap scavenger for as long as it lives.
+TEST(InformerFeedTest, CompactCachesRegisterWithTheHeapScavenger) {
+  InformerOptions options;
+  options.resource = resources::kPods;
+  options.storage = Storage::kCompact;
+  {
+    Informer pods(nullptr, options);
+    pods.Replace({}, "1");
+    for (int i = 0; i < 8; ++i) {
+      Json p = Pod("p" + std::to_string(i), "n1");
+      p["metadata"]["namespace"] = "ns";
+      pods.ApplyEvent({WatchEvent::Type::kAdded, p});
+    }
+    RunHeapCompactors();
+    EXPECT_EQ(pods.Compact(), 0u) << "the scavenger's run compacted it already";
+    EXPECT_EQ(pods.ListKeys().size(), 8u);
+  }
+  RunHeapCompactors();  // the destroyed cache is no longer called (ASan would say)
 }
 
 // What /debug/informers serves: each cache's keys and resourceVersions.
