@@ -613,7 +613,26 @@ TEST_F(InformerTest, FactorySharesOneInformerPerCollection) {
 // Replace and ApplyEvent, the steps list and watch feed the cache with,
 // without a server: both ways of keeping the cache give the same answers and
 // events.
-class InformerStorageTest : public ::testing::TestWithParam<Storage> {};
+class InformerStorageTest : public ::testing::TestWithParam<Storage> {
+ protected:
+  // A pod cache of the storage under test.
+  InformerOptions PodCache() const {
+    InformerOptions options;
+    options.resource = resources::kPods;
+    options.storage = GetParam();
+    return options;
+  }
+  // Pod NAME in namespace "ns" on NODE, each with the next resourceVersion.
+  Json NsPod(const std::string& name, const std::string& node) {
+    Json p = Pod(name, node);
+    p["metadata"]["namespace"] = "ns";
+    p["metadata"]["resourceVersion"] = std::to_string(++version_);
+    return p;
+  }
+
+ private:
+  int version_ = 0;
+};
 
 INSTANTIATE_TEST_SUITE_P(Storage, InformerStorageTest,
                          ::testing::Values(Storage::kTree, Storage::kCompact), StorageName);
@@ -690,15 +709,9 @@ TEST_P(InformerStorageTest, ReplaceDiffsAgainstTheCacheAndEventsApplyInOrder) {
 // An index follows adds, value changes, deletes and re-lists, in key order,
 // for both storages; one added late is built over the cache.
 TEST_P(InformerStorageTest, IndexesFollowEventsAndRelists) {
-  InformerOptions options;
-  options.resource = resources::kPods;
-  options.storage = GetParam();
-  Informer pods(nullptr, options);
-  int version = 0;
-  auto pod = [&version](const std::string& name, const std::string& node, const std::string& app) {
-    Json p = Pod(name, node);
-    p["metadata"]["namespace"] = "ns";
-    p["metadata"]["resourceVersion"] = std::to_string(++version);
+  Informer pods(nullptr, PodCache());
+  auto pod = [this](const std::string& name, const std::string& node, const std::string& app) {
+    Json p = NsPod(name, node);
     p["metadata"]["labels"] = {{"app", app}};
     return p;
   };
@@ -739,17 +752,8 @@ TEST_P(InformerStorageTest, IndexesFollowEventsAndRelists) {
 // A compaction after a burst of events: the same answers from fresh
 // allocations, old snapshots still readable, events after it filed right.
 TEST_P(InformerStorageTest, CompactKeepsEveryAnswer) {
-  InformerOptions options;
-  options.resource = resources::kPods;
-  options.storage = GetParam();
-  Informer pods(nullptr, options);
-  int version = 0;
-  auto pod = [&version](const std::string& name, const std::string& node) {
-    Json p = Pod(name, node);
-    p["metadata"]["namespace"] = "ns";
-    p["metadata"]["resourceVersion"] = std::to_string(++version);
-    return p;
-  };
+  Informer pods(nullptr, PodCache());
+  auto pod = [this](const std::string& name, const std::string& node) { return NsPod(name, node); };
   pods.Replace({pod("a", "n1"), pod("b", "n2")}, "1");
   EXPECT_EQ(pods.Compact(), 0u) << "just listed: nothing to compact";
   for (int i = 0; i < 20; ++i) {
