@@ -60,8 +60,10 @@ def executed_functions(callgrind_out, binary):
             continue
         if os.path.realpath(current_object) != binary:
             continue
-        fn = names.get(ident)
-        if fn and fn not in seen and not fn.startswith("0x"):
+        # callgrind marks a recursion level ("f'2") and names what has no
+        # symbol ("0x...", "(below main)"): neither is a symbol lld knows.
+        fn = re.sub(r"'\d+$", "", names.get(ident, ""))
+        if fn and fn not in seen and not fn.startswith("0x") and " " not in fn:
             seen.add(fn)
             order.append(fn)
     return order
