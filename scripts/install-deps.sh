@@ -7,8 +7,8 @@
 #
 # Usage: scripts/install-deps.sh [--demo]
 #   --demo: only what `make build`, `make image` and `make demo` need (not the
-#           test frameworks, clang's tools, lld, wrk or nginx): `make demo` on
-#           a fresh machine is that much sooner under way.
+#           test frameworks, clang's tools, the sanitizer build's lld, wrk or
+#           nginx): `make demo` on a fresh machine is that much sooner under way.
 set -euo pipefail
 
 demo_only=false
